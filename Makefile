@@ -1,0 +1,53 @@
+# splitlab: make demo | up | down | test | images | doctor | bench | clean
+# `make test` and `make demo` work on a fresh machine: host packages, a virtual environment, images, then run.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.splitlab-installed
+N ?= 3
+PYTEST_ARGS ?=
+
+.PHONY: demo test unit images up down doctor bench clean host-deps venv
+
+host-deps:
+	@bash images/host-deps.sh
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	@touch $@
+
+venv: $(STAMP)
+
+images: host-deps venv
+	$(BIN)/splitlab images
+
+## the tests: unit tests, then real-container cluster and scenario tests (needs root and Docker)
+test: images
+	@mkdir -p runs
+	$(BIN)/python -m pytest tests -ra --junitxml=runs/junit.xml $(PYTEST_ARGS)
+
+## unit tests only (no root, no Docker)
+unit: venv
+	$(BIN)/python -m pytest tests/unit -ra $(PYTEST_ARGS)
+
+demo: images
+	$(BIN)/splitlab demo
+
+up: images
+	$(BIN)/splitlab up -n $(N)
+
+down: venv
+	$(BIN)/splitlab down $(if $(RUN),--run-id $(RUN),)
+
+doctor: venv
+	$(BIN)/splitlab doctor
+
+bench: images
+	$(BIN)/python -m bench
+
+clean:
+	-[ -x $(BIN)/splitlab ] && $(BIN)/splitlab down --all
+	rm -rf $(VENV) .build runs

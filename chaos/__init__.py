@@ -1,0 +1,1 @@
+"""splitlab's controller: cluster lifecycle, images, faults, and the `splitlab` command."""

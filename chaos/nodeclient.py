@@ -1,0 +1,50 @@
+"""Client of a node's control API (HTTP+JSON over the control network, with the run's token)."""
+from __future__ import annotations
+
+from typing import Any
+
+import requests
+
+from node.errors import EnvironmentProblem, UsageError
+
+
+class NodeClient:
+    """Talks to one node at `url` (e.g. http://172.20.0.2:7000)."""
+
+    def __init__(self, name: str, url: str, token: str, timeout_s: float = 5.0) -> None:
+        self.name = name
+        self.url = url.rstrip("/")
+        self._session = requests.Session()
+        self._session.headers["Authorization"] = f"Bearer {token}"
+        self.timeout_s = timeout_s
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        try:
+            resp = self._session.request(method, self.url + path, json=body, timeout=self.timeout_s)
+        except requests.RequestException as exc:
+            raise EnvironmentProblem(f"node {self.name}: control API at {self.url} not reachable: {exc}",
+                                     hint="is the node running? see 'docker logs' of its container") from None
+        try:
+            data = resp.json()
+        except ValueError:
+            data = {"error": resp.text[:500]}
+        if resp.status_code == 400:
+            raise UsageError(f"node {self.name}: {data.get('error')}")
+        if resp.status_code >= 300:
+            raise EnvironmentProblem(f"node {self.name}: {method} {path} answered {resp.status_code}: "
+                                     f"{data.get('error', data)}")
+        return data
+
+    def health(self) -> dict[str, Any]:
+        return self._call("GET", "/health")
+
+    def state(self) -> dict[str, Any]:
+        return self._call("GET", "/state")
+
+    def hears(self) -> set[str]:
+        """The peers this node currently hears (liveness layer)."""
+        peers = self.state()["layers"]["liveness"]
+        return {peer for peer, rec in peers.items() if rec["heard"]}
+
+    def ping(self, to: str, count: int = 1, interval_ms: float = 10) -> dict[str, Any]:
+        return self._call("POST", "/workload/ping", {"to": to, "count": count, "interval_ms": interval_ms})

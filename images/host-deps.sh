@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs the host packages splitlab needs when they are missing (Debian/Ubuntu, as root):
+# debootstrap (base image), iptables and iproute2 (faults), util-linux (nsenter/unshare),
+# libnetfilter-queue-dev (the NFQUEUE shaper), a Java runtime for Spark, python3-venv.
+set -euo pipefail
+need=()
+have_cmd() { command -v "$1" >/dev/null 2>&1; }
+have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+have_cmd debootstrap || need+=(debootstrap)
+have_cmd iptables || need+=(iptables)
+have_cmd ip || need+=(iproute2)
+have_cmd tc || need+=(iproute2)
+have_cmd nsenter || need+=(util-linux)
+have_pkg libnetfilter-queue-dev || need+=(libnetfilter-queue-dev)
+have_cmd java || need+=(default-jre-headless)
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
+if ! have_cmd docker-compose && ! docker compose version >/dev/null 2>&1; then need+=(docker-compose); fi
+if [ ${#need[@]} -eq 0 ]; then
+  echo "host packages: all present"
+  exit 0
+fi
+if [ "$(id -u)" != 0 ]; then
+  echo "host packages missing: ${need[*]}; run as root (sudo make ...) or install them" >&2
+  exit 1
+fi
+echo "host packages: installing ${need[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null

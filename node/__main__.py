@@ -1,0 +1,85 @@
+"""Entry point of the node process (`python -m node`): configuration from the environment, the protocol stack,
+the UDP runtime, the control API and the history; a clean stop on SIGTERM/SIGINT with the history flushed."""
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+
+from aiohttp import web
+
+from node.config import NodeConfig, from_env
+from node.control import make_app
+from node.errors import SplitlabError
+from node.history import HistoryWriter
+from node.liveness import Liveness
+from node.ping import PingWorkload
+from node.runtime import NodeRuntime, resolve_host
+from node.stack import Stack
+
+
+def build_stack(config: NodeConfig) -> Stack:
+    """The node's protocol layers for `config`."""
+    members = list(config.members)
+    return Stack({
+        "liveness": Liveness(config.name, members, config.heartbeat_ms, config.silence_ms),
+        "ping": PingWorkload(config.name, members),
+    })
+
+
+async def serve(config: NodeConfig) -> int:
+    """Run the node until SIGTERM or SIGINT; returns the exit code."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    failure: list[BaseException] = []
+
+    def on_loop_error(loop: asyncio.AbstractEventLoop, context: dict) -> None:
+        # A bug inside a protocol must stop the node visibly, not be logged and forgotten.
+        failure.append(context.get("exception") or RuntimeError(context.get("message", "loop error")))
+        stop.set()
+
+    loop.set_exception_handler(on_loop_error)
+    history = HistoryWriter(config.history_path, config.run_id, config.name)
+    runtime = NodeRuntime(config, build_stack(config), history)
+    runner: web.AppRunner | None = None
+    reason = "signal"
+    try:
+        await runtime.start()
+        control_host, control_port = config.control_address()
+        control_ip = await resolve_host(control_host)
+        runner = web.AppRunner(make_app(runtime, config.token), access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, control_ip, control_port).start()
+        history.emit("node_start", boot=runtime.boot, data_ip=runtime.data_ip, control_ip=control_ip,
+                     members=list(config.members),
+                     config={"heartbeat_ms": config.heartbeat_ms, "silence_ms": config.silence_ms,
+                             "bundle_max_bytes": config.bundle_max_bytes})
+        history.flush()
+        print(f"node {config.name}: data {runtime.data_ip}:{config.data_address(config.name)[1]}, "
+              f"control http://{control_ip}:{control_port}", flush=True)
+        await stop.wait()
+        if failure:
+            reason = "error"
+            print(f"node {config.name}: stopping on error: {failure[0]!r}", file=sys.stderr, flush=True)
+    finally:
+        await runtime.stop()
+        if runner is not None:
+            await runner.cleanup()
+        history.emit("node_stop", reason=reason, counters=dict(runtime.counters), dropped=dict(runtime.dropped))
+        history.close()
+    return 1 if failure else 0
+
+
+def main() -> int:
+    try:
+        config = from_env()
+    except SplitlabError as exc:
+        print(f"node: {exc}", file=sys.stderr)
+        return exc.exit_code
+    return asyncio.run(serve(config))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

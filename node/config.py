@@ -1,0 +1,133 @@
+"""The node's configuration, read from the environment the cluster definition sets (SPLITLAB_*).
+
+| variable | meaning | default |
+|---|---|---|
+| SPLITLAB_NODE | this node's name | required |
+| SPLITLAB_RUN | run id | required |
+| SPLITLAB_MEMBERS | initial members, comma separated, in join order | required |
+| SPLITLAB_TOKEN | control API token of the run | required |
+| SPLITLAB_RUN_DIR | bind-mounted run directory; history goes to events/<node>.jsonl | /splitlab/run |
+| SPLITLAB_DATA_PORT / SPLITLAB_CONTROL_PORT | UDP data port / HTTP control port | 7100 / 7000 |
+| SPLITLAB_DATA_HOST_TEMPLATE | how a member's data address is resolved | {name}-data |
+| SPLITLAB_CONTROL_HOST_TEMPLATE | how this node's control address is resolved | {name}-control |
+| SPLITLAB_ADDRESSES | explicit `name=host:port,...` data addresses (overrides the template) | empty |
+| SPLITLAB_CONTROL_BIND | explicit control `host:port` (overrides the template) | empty |
+| SPLITLAB_HEARTBEAT_MS / SPLITLAB_SILENCE_MS | heartbeat interval / silence before a peer counts as unheard | 250 / 1500 |
+| SPLITLAB_BUNDLE_MAX_BYTES | bundling: max datagram size; 0 sends one message per datagram | 8192 |
+| SPLITLAB_FLUSH_MS | history flush interval | 500 |
+
+Within a splitlab cluster, `<name>-data` and `<name>-control` are the node's network aliases on the data and
+control networks, so each address resolves inside the container to the right network.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from node.errors import ConfigError
+from node.wire import DATA_PORT, MAX_DATAGRAM_BYTES, MAX_SENDER_BYTES
+
+CONTROL_PORT = 7000
+_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-_")
+
+
+def check_name(name: str, what: str = "node name") -> str:
+    """Validate a node name (lowercase letters, digits, '-' and '_', starting with a letter). Raises ConfigError."""
+    if not name or not name[0].isalpha() or not set(name) <= _NAME_CHARS or len(name) > MAX_SENDER_BYTES:
+        raise ConfigError(f"invalid {what} {name!r}",
+                          hint="use lowercase letters, digits, '-' or '_', starting with a letter, at most "
+                               f"{MAX_SENDER_BYTES} characters")
+    return name
+
+
+def _hostport(text: str, where: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"{where}: expected host:port, got {text!r}")
+    return host, int(port)
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    name: str
+    run_id: str
+    members: tuple[str, ...]
+    token: str
+    run_dir: str = "/splitlab/run"
+    data_port: int = DATA_PORT
+    control_port: int = CONTROL_PORT
+    data_host_template: str = "{name}-data"
+    control_host_template: str = "{name}-control"
+    addresses: Mapping[str, tuple[str, int]] = field(default_factory=dict)
+    control_bind: tuple[str, int] | None = None
+    heartbeat_ms: int = 250
+    silence_ms: int = 1500
+    bundle_max_bytes: int = 8192
+    flush_ms: int = 500
+
+    def data_address(self, member: str) -> tuple[str, int]:
+        """(host, port) of a member's data socket; the host may still need DNS resolution."""
+        if member in self.addresses:
+            return self.addresses[member]
+        return self.data_host_template.format(name=member), self.data_port
+
+    def control_address(self) -> tuple[str, int]:
+        if self.control_bind is not None:
+            return self.control_bind
+        return self.control_host_template.format(name=self.name), self.control_port
+
+    @property
+    def history_path(self) -> str:
+        return os.path.join(self.run_dir, "events", f"{self.name}.jsonl")
+
+
+def _int(env: Mapping[str, str], key: str, default: int, low: int, high: int) -> int:
+    raw = env.get(key)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{key}={raw!r} is not an integer") from None
+    if not low <= value <= high:
+        raise ConfigError(f"{key}={value} is outside {low}..{high}")
+    return value
+
+
+def from_env(env: Mapping[str, str] | None = None) -> NodeConfig:
+    """Build the configuration from `env` (default: os.environ). Raises ConfigError naming the bad variable."""
+    env = os.environ if env is None else env
+    missing = [k for k in ("SPLITLAB_NODE", "SPLITLAB_RUN", "SPLITLAB_MEMBERS", "SPLITLAB_TOKEN") if not env.get(k)]
+    if missing:
+        raise ConfigError(f"missing environment variable(s): {', '.join(missing)}")
+    name = check_name(env["SPLITLAB_NODE"], "SPLITLAB_NODE")
+    members = tuple(check_name(m.strip(), "member in SPLITLAB_MEMBERS") for m in env["SPLITLAB_MEMBERS"].split(","))
+    if len(set(members)) != len(members):
+        raise ConfigError(f"SPLITLAB_MEMBERS lists a member twice: {env['SPLITLAB_MEMBERS']}")
+    if name not in members:
+        raise ConfigError(f"SPLITLAB_NODE={name} is not in SPLITLAB_MEMBERS={env['SPLITLAB_MEMBERS']}")
+    addresses: dict[str, tuple[str, int]] = {}
+    for item in filter(None, (s.strip() for s in env.get("SPLITLAB_ADDRESSES", "").split(","))):
+        member, sep, hostport = item.partition("=")
+        if not sep or member not in members:
+            raise ConfigError(f"SPLITLAB_ADDRESSES: {item!r} must be member=host:port with a listed member")
+        addresses[member] = _hostport(hostport, "SPLITLAB_ADDRESSES")
+    control_bind = env.get("SPLITLAB_CONTROL_BIND")
+    heartbeat_ms = _int(env, "SPLITLAB_HEARTBEAT_MS", 250, 10, 60_000)
+    silence_ms = _int(env, "SPLITLAB_SILENCE_MS", 1500, 20, 600_000)
+    if silence_ms <= heartbeat_ms:
+        raise ConfigError(f"SPLITLAB_SILENCE_MS={silence_ms} must exceed SPLITLAB_HEARTBEAT_MS={heartbeat_ms}")
+    return NodeConfig(
+        name=name, run_id=env["SPLITLAB_RUN"], members=members, token=env["SPLITLAB_TOKEN"],
+        run_dir=env.get("SPLITLAB_RUN_DIR", "/splitlab/run"),
+        data_port=_int(env, "SPLITLAB_DATA_PORT", DATA_PORT, 1, 65535),
+        control_port=_int(env, "SPLITLAB_CONTROL_PORT", CONTROL_PORT, 1, 65535),
+        data_host_template=env.get("SPLITLAB_DATA_HOST_TEMPLATE", "{name}-data"),
+        control_host_template=env.get("SPLITLAB_CONTROL_HOST_TEMPLATE", "{name}-control"),
+        addresses=addresses,
+        control_bind=_hostport(control_bind, "SPLITLAB_CONTROL_BIND") if control_bind else None,
+        heartbeat_ms=heartbeat_ms, silence_ms=silence_ms,
+        bundle_max_bytes=_int(env, "SPLITLAB_BUNDLE_MAX_BYTES", 8192, 0, MAX_DATAGRAM_BYTES),
+        flush_ms=_int(env, "SPLITLAB_FLUSH_MS", 500, 10, 60_000),
+    )

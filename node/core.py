@@ -1,0 +1,143 @@
+"""The sans-IO contract every protocol follows: events in, effects out, no sockets, clocks or threads.
+
+A protocol object is fed `handle(now_s, event)` and returns a list of effects. The UDP runtime (`node.runtime`)
+and the seeded simulator run the very same objects; only they touch sockets, clocks and timers.
+
+Events: `Received` (a decoded message from a peer), `TimerFired`, `AppRequest` (a protocol-specific request from
+the application or the control API) and `ViewInstalled`.
+Effects: `Send`, `SetTimer`, `CancelTimer`, `Deliver` (to the application) and `Emit` (a history event).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Hashable
+
+
+# --- events -----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Received:
+    """A message `msg` (a `node.wire` message object) arrived from member `src`."""
+
+    src: str
+    msg: Any
+
+
+@dataclass(frozen=True)
+class TimerFired:
+    """The timer set earlier under `key` is due."""
+
+    key: Hashable
+
+
+@dataclass(frozen=True)
+class AppRequest:
+    """A request from the application or control API: `op` names it, `args` carries its arguments."""
+
+    op: str
+    args: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ViewInstalled:
+    """A new group view: `view_id` and `members` in join order (the first is the coordinator)."""
+
+    view_id: tuple[str, int]
+    members: tuple[str, ...]
+
+
+Event = Received | TimerFired | AppRequest | ViewInstalled
+
+
+# --- effects ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Send:
+    """Send `msg` to member `dst` (unreliably: the runtime bundles and sends one datagram)."""
+
+    dst: str
+    msg: Any
+
+
+@dataclass(frozen=True)
+class SetTimer:
+    """Fire `TimerFired(key)` at absolute time `at_s` (same clock as `now_s`); replaces a timer with that key."""
+
+    key: Hashable
+    at_s: float
+
+
+@dataclass(frozen=True)
+class CancelTimer:
+    """Cancel the timer with `key`, if any."""
+
+    key: Hashable
+
+
+@dataclass(frozen=True)
+class Deliver:
+    """Deliver an application payload from `src` to the application (the history records `app_deliver`)."""
+
+    src: str
+    payload: bytes
+    kind: str = "unicast"  # unicast | multicast
+
+
+@dataclass(frozen=True)
+class Emit:
+    """Append a history event of `type` with `fields` (see pipeline/SCHEMA.md)."""
+
+    type: str
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+Effect = Send | SetTimer | CancelTimer | Deliver | Emit
+
+
+class Protocol:
+    """Base class for sans-IO protocols: `handle` dispatches to `on_received`, `on_timer`, `on_request`, `on_view`.
+
+    Subclasses override the handlers they need; each returns a list of effects.
+    """
+
+    def handle(self, now_s: float, event: Event) -> list[Effect]:
+        if isinstance(event, Received):
+            return self.on_received(now_s, event.src, event.msg)
+        if isinstance(event, TimerFired):
+            return self.on_timer(now_s, event.key)
+        if isinstance(event, AppRequest):
+            return self.on_request(now_s, event.op, event.args)
+        if isinstance(event, ViewInstalled):
+            return self.on_view(now_s, event.view_id, event.members)
+        raise TypeError(f"unknown event {event!r}")
+
+    def on_received(self, now_s: float, src: str, msg: Any) -> list[Effect]:
+        return []
+
+    def on_timer(self, now_s: float, key: Hashable) -> list[Effect]:
+        return []
+
+    def on_request(self, now_s: float, op: str, args: dict[str, Any]) -> list[Effect]:
+        return []
+
+    def on_view(self, now_s: float, view_id: tuple[str, int], members: tuple[str, ...]) -> list[Effect]:
+        return []
+
+
+# --- application payloads -----------------------------------------------------------------------------------
+# A payload starts with its run-unique message id, then a NUL, then padding up to the asked size, so protocols
+# stay payload-agnostic and the receiver can name what it delivered.
+
+def make_payload(msg_id: str, size: int) -> bytes:
+    """Build a payload of at least `size` bytes that carries `msg_id`."""
+    head = msg_id.encode() + b"\0"
+    return head + b"x" * max(0, size - len(head))
+
+
+def payload_msg_id(payload: bytes) -> str | None:
+    """The message id a payload carries, or None for a payload not made by `make_payload`."""
+    end = payload.find(b"\0")
+    if end <= 0:
+        return None
+    try:
+        return payload[:end].decode()
+    except UnicodeDecodeError:
+        return None

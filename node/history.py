@@ -1,0 +1,85 @@
+"""The JSON-lines history writer: one file per node per run, buffered, flushed on close so nothing is lost.
+
+Every line is one event object with the envelope of pipeline/SCHEMA.md:
+`{"v": 1, "ts": <unix seconds>, "seq": <per-writer counter>, "run": <run id>, "node": <name>, "type": <event>,
+...fields}`. `seq` lets readers order events of one node that share a timestamp and detect lost lines.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from node.errors import HistoryError
+
+SCHEMA_VERSION = 1
+_RESERVED = frozenset({"v", "ts", "seq", "run", "node", "type"})
+
+
+class HistoryWriter:
+    """Appends events to `path`; lines are buffered and written when `buffer_lines` are pending or on `flush`.
+
+    `clock` returns unix seconds (injectable for tests and the simulator).
+    """
+
+    def __init__(self, path: Path, run_id: str, node: str, buffer_lines: int = 512,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.path = Path(path)
+        self.run_id = run_id
+        self.node = node
+        self.buffer_lines = buffer_lines
+        self._clock = clock
+        self._seq = 0
+        self._pending: list[str] = []
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = open(self.path, "a", encoding="utf-8")
+        except OSError as exc:
+            raise HistoryError(f"cannot open history file {self.path}: {exc}",
+                               hint="the run directory must be writable by the node's user") from None
+
+    def emit(self, type_: str, **fields: Any) -> None:
+        """Record one event; `fields` must be JSON-serialisable and must not use the envelope's keys."""
+        clash = _RESERVED.intersection(fields)
+        if clash:
+            raise ValueError(f"event {type_!r} uses reserved field(s) {sorted(clash)}")
+        if self._file is None:
+            raise HistoryError(f"history {self.path} is closed; event {type_!r} was not recorded")
+        self._seq += 1
+        record = {"v": SCHEMA_VERSION, "ts": round(self._clock(), 6), "seq": self._seq, "run": self.run_id,
+                  "node": self.node, "type": type_}
+        record.update(fields)
+        self._pending.append(json.dumps(record, separators=(",", ":"), default=str))
+        if len(self._pending) >= self.buffer_lines:
+            self.flush()
+
+    def flush(self, sync: bool = False) -> None:
+        """Write pending lines; with `sync`, also fsync the file."""
+        if self._file is None:
+            return
+        if self._pending:
+            self._file.write("\n".join(self._pending) + "\n")
+            self._pending.clear()
+        self._file.flush()
+        if sync:
+            os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        """Flush, fsync and close; further `emit` calls raise `HistoryError`."""
+        if self._file is None:
+            return
+        self.flush(sync=True)
+        self._file.close()
+        self._file = None
+
+    @property
+    def closed(self) -> bool:
+        return self._file is None
+
+    def __enter__(self) -> "HistoryWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

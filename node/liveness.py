@@ -1,0 +1,73 @@
+"""Heartbeats between all members and who hears whom (sans-IO).
+
+Every `heartbeat_ms` the layer sends a `Heartbeat` to every other member. A peer is *heard* from its first
+heartbeat on; it becomes *silent* when nothing came from it for `silence_ms` (then heard again on the next one).
+The membership layer of the multicast issue builds failure detection on top of this record.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, Hashable
+
+from node.core import Effect, Emit, Protocol, Send, SetTimer
+from node.wire import Heartbeat
+
+
+@dataclass
+class PeerLiveness:
+    last_heard_s: float | None = None
+    heard: bool = False
+    heartbeats: int = 0
+
+
+class Liveness(Protocol):
+    """Sends heartbeats to `members` (except `local`) and tracks when each peer was last heard."""
+
+    MESSAGES: ClassVar[tuple[type, ...]] = (Heartbeat,)
+
+    def __init__(self, local: str, members: list[str], heartbeat_ms: int = 250, silence_ms: int = 1500) -> None:
+        if heartbeat_ms <= 0 or silence_ms <= heartbeat_ms:
+            raise ValueError(f"need 0 < heartbeat_ms ({heartbeat_ms}) < silence_ms ({silence_ms})")
+        self.local = local
+        self.peers = {m: PeerLiveness() for m in members if m != local}
+        self.heartbeat_s = heartbeat_ms / 1000
+        self.silence_s = silence_ms / 1000
+        self._counter = 0
+
+    def start(self, now_s: float) -> list[Effect]:
+        return self._beat(now_s)
+
+    def _beat(self, now_s: float) -> list[Effect]:
+        self._counter += 1
+        out: list[Effect] = [Send(peer, Heartbeat(self._counter)) for peer in self.peers]
+        for peer, rec in self.peers.items():
+            if rec.heard and rec.last_heard_s is not None and now_s - rec.last_heard_s >= self.silence_s:
+                rec.heard = False
+                out.append(Emit("peer_silent", {"peer": peer,
+                                                "silent_ms": round((now_s - rec.last_heard_s) * 1000)}))
+        out.append(SetTimer("beat", now_s + self.heartbeat_s))
+        return out
+
+    def on_timer(self, now_s: float, key: Hashable) -> list[Effect]:
+        return self._beat(now_s) if key == "beat" else []
+
+    def on_received(self, now_s: float, src: str, msg: Any) -> list[Effect]:
+        rec = self.peers.get(src)
+        if rec is None:  # a heartbeat from outside the member list: noted, not tracked
+            return [Emit("stranger_heard", {"peer": src})]
+        rec.last_heard_s = now_s
+        rec.heartbeats += 1
+        if not rec.heard:
+            rec.heard = True
+            return [Emit("peer_heard", {"peer": src})]
+        return []
+
+    def hears(self) -> list[str]:
+        """Peers currently heard."""
+        return sorted(p for p, rec in self.peers.items() if rec.heard)
+
+    def state(self, now_s: float) -> dict[str, Any]:
+        return {peer: {"heard": rec.heard, "heartbeats": rec.heartbeats,
+                       "last_heard_ago_ms": None if rec.last_heard_s is None
+                       else round((now_s - rec.last_heard_s) * 1000)}
+                for peer, rec in sorted(self.peers.items())}

@@ -1,0 +1,219 @@
+"""The asyncio UDP runtime: drives a `Stack` of sans-IO protocols with a real socket, clock and timers.
+
+It owns every side effect of the node: the data socket (bound to the node's data address only), timers on the
+event loop, bundling of outgoing messages, name resolution of members, and recording of history events.
+
+Bundling: messages a protocol sends to the same peer during one loop turn are queued and leave together,
+packed into as few datagrams as `bundle_max_bytes` allows (0 disables bundling: one message per datagram).
+A malformed or foreign datagram is counted by reason and dropped; it never raises out of the receive loop.
+"""
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections import Counter
+from typing import Any, Hashable
+
+from node.config import NodeConfig
+from node.core import CancelTimer, Deliver, Effect, Emit, Send, SetTimer, payload_msg_id
+from node.errors import WireError
+from node.history import HistoryWriter
+from node.stack import Stack
+from node.wire import cluster_id_of, decode_datagram, encode_datagram, encode_message, header_size
+
+RESOLVE_RETRY_S = 0.5
+MAX_DROP_EVENTS_PER_REASON = 100
+
+
+async def resolve_host(host: str) -> str:
+    """The IPv4 address of `host`, retrying until it resolves (container DNS names appear as peers start)."""
+    loop = asyncio.get_running_loop()
+    while True:
+        try:
+            infos = await loop.getaddrinfo(host, None, family=socket.AF_INET, type=socket.SOCK_DGRAM)
+            return infos[0][4][0]
+        except socket.gaierror:
+            await asyncio.sleep(RESOLVE_RETRY_S)
+
+
+class _Endpoint(asyncio.DatagramProtocol):
+    def __init__(self, runtime: "NodeRuntime") -> None:
+        self.runtime = runtime
+
+    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
+        self.runtime.datagram_received(data, addr)
+
+    def error_received(self, exc: Exception) -> None:  # ICMP unreachable etc.: UDP is unreliable by design
+        self.runtime.counters["send_errors"] += 1
+
+
+class NodeRuntime:
+    """Runs `stack` for the node described by `config`, writing events to `history`."""
+
+    def __init__(self, config: NodeConfig, stack: Stack, history: HistoryWriter) -> None:
+        self.config = config
+        self.stack = stack
+        self.history = history
+        self.cluster_id = cluster_id_of(config.run_id)
+        self.boot = int(time.time() * 1000)
+        self.counters: Counter[str] = Counter()
+        self.dropped: Counter[str] = Counter()
+        self._transport: asyncio.DatagramTransport | None = None
+        self._timers: dict[Hashable, asyncio.TimerHandle] = {}
+        self._outbox: dict[str, list[bytes]] = {}
+        self._flush_scheduled = False
+        self._addresses: dict[str, tuple[str, int]] = {}
+        self._tasks: list[asyncio.Task] = []
+        self._msg_counter = 0
+        self.data_ip: str | None = None
+
+    # --- clock ------------------------------------------------------------------------------------------------
+    def now(self) -> float:
+        return asyncio.get_running_loop().time()
+
+    # --- lifecycle --------------------------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Resolve the own data address, bind the socket, start heartbeats and the background tasks."""
+        loop = asyncio.get_running_loop()
+        host, port = self.config.data_address(self.config.name)
+        self.data_ip = await resolve_host(host)
+        self._transport, _ = await loop.create_datagram_endpoint(
+            lambda: _Endpoint(self), local_addr=(self.data_ip, port), family=socket.AF_INET)
+        self._tasks.append(asyncio.create_task(self._resolve_members(), name="resolve-members"))
+        self._tasks.append(asyncio.create_task(self._flush_history(), name="flush-history"))
+        self.apply(self.stack.start(self.now()))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for handle in self._timers.values():
+            handle.cancel()
+        self._timers.clear()
+        if self._transport is not None:
+            self._transport.close()
+
+    async def _resolve_members(self) -> None:
+        """Resolve member data addresses until all are known (peers may start after this node)."""
+        loop = asyncio.get_running_loop()
+        pending = [m for m in self.config.members if m != self.config.name]
+        while pending:
+            for member in list(pending):
+                host, port = self.config.data_address(member)
+                try:
+                    infos = await loop.getaddrinfo(host, None, family=socket.AF_INET, type=socket.SOCK_DGRAM)
+                except socket.gaierror:
+                    continue
+                self._addresses[member] = (infos[0][4][0], port)
+                pending.remove(member)
+            if pending:
+                await asyncio.sleep(RESOLVE_RETRY_S)
+
+    async def _flush_history(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.flush_ms / 1000)
+            self.history.flush()
+
+    # --- receive ----------------------------------------------------------------------------------------------
+    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
+        self.counters["datagrams_received"] += 1
+        try:
+            sender, messages = decode_datagram(data, self.cluster_id)
+        except WireError as exc:
+            self.dropped[exc.reason] += 1
+            if self.dropped[exc.reason] <= MAX_DROP_EVENTS_PER_REASON:
+                self.history.emit("datagram_dropped", reason=exc.reason, src_ip=addr[0], detail=exc.message)
+            return
+        now_s = self.now()
+        for msg in messages:
+            self.counters["messages_received"] += 1
+            if not self.stack.handles(msg):
+                self.dropped["unhandled-type"] += 1
+                continue
+            self.apply(self.stack.received(now_s, sender, msg))
+
+    # --- effects ----------------------------------------------------------------------------------------------
+    def apply(self, effects: list[Effect]) -> None:
+        """Carry out effects returned by the stack."""
+        loop = asyncio.get_running_loop()
+        for eff in effects:
+            if isinstance(eff, Send):
+                self._outbox.setdefault(eff.dst, []).append(encode_message(eff.msg))
+                if not self._flush_scheduled:
+                    self._flush_scheduled = True
+                    loop.call_soon(self._flush_outbox)
+            elif isinstance(eff, SetTimer):
+                old = self._timers.pop(eff.key, None)
+                if old is not None:
+                    old.cancel()
+                self._timers[eff.key] = loop.call_at(eff.at_s, self._fire, eff.key)
+            elif isinstance(eff, CancelTimer):
+                old = self._timers.pop(eff.key, None)
+                if old is not None:
+                    old.cancel()
+            elif isinstance(eff, Deliver):
+                self.counters["delivered"] += 1
+                self.history.emit("app_deliver", msg_id=payload_msg_id(eff.payload), kind=eff.kind,
+                                  **{"from": eff.src})
+            elif isinstance(eff, Emit):
+                self.history.emit(eff.type, **eff.fields)
+            else:
+                raise TypeError(f"unknown effect {eff!r}")
+
+    def _fire(self, key: Hashable) -> None:
+        self._timers.pop(key, None)
+        self.apply(self.stack.timer(self.now(), key))
+
+    def _flush_outbox(self) -> None:
+        self._flush_scheduled = False
+        outbox, self._outbox = self._outbox, {}
+        for dst, encoded in outbox.items():
+            addr = self._addresses.get(dst)
+            if addr is None:
+                self.counters["unresolved_drops"] += len(encoded)
+                continue
+            for datagram in self._bundle(encoded):
+                self._transport.sendto(datagram, addr)
+                self.counters["datagrams_sent"] += 1
+            self.counters["messages_sent"] += len(encoded)
+
+    def _bundle(self, encoded: list[bytes]) -> list[bytes]:
+        """Pack encoded messages into datagrams of at most `bundle_max_bytes` (one each when bundling is off)."""
+        limit = self.config.bundle_max_bytes
+        if limit == 0:
+            return [encode_datagram(self.cluster_id, self.config.name, [m]) for m in encoded]
+        head = header_size(self.config.name)
+        out: list[bytes] = []
+        batch: list[bytes] = []
+        size = head
+        for msg in encoded:
+            if batch and size + len(msg) > limit:
+                out.append(encode_datagram(self.cluster_id, self.config.name, batch))
+                batch, size = [], head
+            batch.append(msg)
+            size += len(msg)
+        if batch:
+            out.append(encode_datagram(self.cluster_id, self.config.name, batch))
+        return out
+
+    # --- application ------------------------------------------------------------------------------------------
+    def new_msg_id(self) -> str:
+        """A run-unique message id: <node>.<boot>.<n> (pipeline/SCHEMA.md)."""
+        self._msg_counter += 1
+        return f"{self.config.name}.{self.boot}.{self._msg_counter}"
+
+    def request(self, layer: str, op: str, args: dict[str, Any]) -> None:
+        """Run an application request on a layer (raises UsageError for bad requests)."""
+        self.apply(self.stack.request(self.now(), layer, op, args))
+
+    def state(self) -> dict[str, Any]:
+        now_s = self.now()
+        layers = {}
+        for name, layer in self.stack.layers.items():
+            state = getattr(layer, "state", None)
+            if state is not None:
+                layers[name] = state(now_s)
+        return {"node": self.config.name, "run": self.config.run_id, "boot": self.boot, "data_ip": self.data_ip,
+                "members": list(self.config.members), "layers": layers,
+                "counters": dict(self.counters), "dropped": dict(self.dropped)}

@@ -1,0 +1,77 @@
+"""A node's protocol stack: several sans-IO layers, each fed the events that belong to it.
+
+`Stack` is itself sans-IO and is what both the UDP runtime and the simulator drive:
+- a `Received` message goes to the layer whose `MESSAGES` lists its class;
+- timers are namespaced per layer: a layer's `SetTimer(key)` becomes `SetTimer((layer_name, key))`, and the
+  runtime's `TimerFired((layer_name, key))` goes back to that layer as `TimerFired(key)`;
+- an `AppRequest` goes to the layer named in `request(layer, ...)`;
+- `ViewInstalled` goes to every layer.
+
+A layer is a `node.core.Protocol` with `MESSAGES` (the wire classes it receives), and optionally
+`start(now_s) -> effects` (first timers) and `state(now_s) -> dict` (for the control API).
+"""
+from __future__ import annotations
+
+from typing import Any, Hashable
+
+from node.core import (AppRequest, CancelTimer, Effect, Protocol, Received, SetTimer, TimerFired, ViewInstalled)
+from node.errors import UsageError
+
+
+class Stack:
+    """Routes events to named layers and namespaces their timers."""
+
+    def __init__(self, layers: dict[str, Protocol]) -> None:
+        self.layers = dict(layers)
+        self._by_message: dict[type, str] = {}
+        for name, layer in self.layers.items():
+            for cls in getattr(layer, "MESSAGES", ()):
+                if cls in self._by_message:
+                    raise ValueError(f"{cls.__name__} claimed by layers {self._by_message[cls]} and {name}")
+                self._by_message[cls] = name
+
+    def _scoped(self, name: str, effects: list[Effect]) -> list[Effect]:
+        out: list[Effect] = []
+        for eff in effects:
+            if isinstance(eff, SetTimer):
+                out.append(SetTimer((name, eff.key), eff.at_s))
+            elif isinstance(eff, CancelTimer):
+                out.append(CancelTimer((name, eff.key)))
+            else:
+                out.append(eff)
+        return out
+
+    def handles(self, msg: Any) -> bool:
+        return type(msg) in self._by_message
+
+    def received(self, now_s: float, src: str, msg: Any) -> list[Effect]:
+        """Feed a decoded message; a message no layer claims yields no effects (the runtime counts it)."""
+        name = self._by_message.get(type(msg))
+        if name is None:
+            return []
+        return self._scoped(name, self.layers[name].handle(now_s, Received(src, msg)))
+
+    def timer(self, now_s: float, key: Hashable) -> list[Effect]:
+        name, inner = key  # keys are always (layer, key) because _scoped made them so
+        return self._scoped(name, self.layers[name].handle(now_s, TimerFired(inner)))
+
+    def request(self, now_s: float, layer: str, op: str, args: dict[str, Any] | None = None) -> list[Effect]:
+        """Send an application request to `layer`. Raises `UsageError` for an unknown layer."""
+        if layer not in self.layers:
+            raise UsageError(f"no protocol layer {layer!r} on this node; layers: {', '.join(self.layers)}")
+        return self._scoped(layer, self.layers[layer].handle(now_s, AppRequest(op, args or {})))
+
+    def view(self, now_s: float, view_id: tuple[str, int], members: tuple[str, ...]) -> list[Effect]:
+        out: list[Effect] = []
+        for name, layer in self.layers.items():
+            out += self._scoped(name, layer.handle(now_s, ViewInstalled(view_id, members)))
+        return out
+
+    def start(self, now_s: float) -> list[Effect]:
+        """Let every layer that has `start(now_s)` set its first timers."""
+        out: list[Effect] = []
+        for name, layer in self.layers.items():
+            starter = getattr(layer, "start", None)
+            if starter is not None:
+                out += self._scoped(name, starter(now_s))
+        return out

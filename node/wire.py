@@ -1,0 +1,337 @@
+"""The node's wire format: one versioned, `struct`-based codec for every datagram and message.
+
+A datagram is a header followed by one or more messages (bundling):
+
+    header   magic b"SL" | version u8 | cluster_id u32 | sender_len u8 | sender (utf-8) | count u16
+    message  type u8 | body_len u16 | body (per type, below)
+
+All integers are network byte order. A datagram with a foreign magic or cluster id, another version, a
+truncated or absurd field, or an unknown message type raises `WireError` with a short `reason`; the receive
+loop counts it by reason and drops it.
+
+Type codes are allocated in ranges: 1-15 membership and liveness, 16-47 unicast, 48-79 multicast.
+New messages subclass `Message`, set `TYPE`, `FORMAT` (a struct format of fixed fields, network order) and
+`FIELDS`, and are registered with `@register`. A message with a variable tail (a payload or a list) overrides
+`encode_body` / `decode_body`.
+"""
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import astuple, dataclass, fields
+from typing import ClassVar
+
+from node.errors import WireError
+
+MAGIC = b"SL"
+VERSION = 1
+MAX_DATAGRAM_BYTES = 65507
+MAX_MESSAGES = 4096
+MAX_SENDER_BYTES = 64
+DATA_PORT = 7100
+
+_HEAD = struct.Struct("!2sBIB")  # magic, version, cluster_id, sender_len
+_COUNT = struct.Struct("!H")
+_MSG_HEAD = struct.Struct("!BH")  # type, body_len
+
+_REGISTRY: dict[int, type["Message"]] = {}
+
+
+def cluster_id_of(run_id: str) -> int:
+    """The 32-bit cluster id carried by every datagram of a run (stray traffic from other runs is dropped)."""
+    return zlib.crc32(run_id.encode()) & 0xFFFFFFFF
+
+
+class Message:
+    """Base of all wire messages (subclasses are frozen dataclasses)."""
+
+    TYPE: ClassVar[int]
+    FORMAT: ClassVar[str] = ""
+
+    def encode_body(self) -> bytes:
+        return struct.pack("!" + self.FORMAT, *astuple(self)) if self.FORMAT else b""
+
+    @classmethod
+    def decode_body(cls, body: bytes) -> "Message":
+        fmt = struct.Struct("!" + cls.FORMAT)
+        if len(body) != fmt.size:
+            raise WireError("truncated", f"{cls.__name__} body is {len(body)} bytes, expected {fmt.size}")
+        return cls(*fmt.unpack(body))
+
+    @property
+    def type_name(self) -> str:
+        return type(self).__name__
+
+
+def register(cls: type[Message]) -> type[Message]:
+    """Class decorator: make `cls` decodable under its `TYPE` code (codes must be unique)."""
+    if cls.TYPE in _REGISTRY and _REGISTRY[cls.TYPE] is not cls:
+        raise ValueError(f"wire type {cls.TYPE} used by both {_REGISTRY[cls.TYPE].__name__} and {cls.__name__}")
+    _REGISTRY[cls.TYPE] = cls
+    return cls
+
+
+def message_types() -> dict[int, type[Message]]:
+    """Every registered message class by type code (for dissectors and tests)."""
+    return dict(_REGISTRY)
+
+
+def encode_message(msg: Message) -> bytes:
+    body = msg.encode_body()
+    if len(body) > 0xFFFF:
+        raise ValueError(f"{msg.type_name} body of {len(body)} bytes exceeds 65535")
+    return _MSG_HEAD.pack(msg.TYPE, len(body)) + body
+
+
+def encode_datagram(cluster_id: int, sender: str, messages: list[Message] | list[bytes]) -> bytes:
+    """Encode messages (objects, or bytes already made by `encode_message`) from `sender` into one datagram."""
+    name = sender.encode()
+    if not 0 < len(name) <= MAX_SENDER_BYTES:
+        raise ValueError(f"sender name {sender!r} must be 1..{MAX_SENDER_BYTES} bytes")
+    if not 0 < len(messages) <= MAX_MESSAGES:
+        raise ValueError(f"a datagram carries 1..{MAX_MESSAGES} messages, got {len(messages)}")
+    parts = [_HEAD.pack(MAGIC, VERSION, cluster_id, len(name)), name, _COUNT.pack(len(messages))]
+    parts += [m if isinstance(m, bytes) else encode_message(m) for m in messages]
+    data = b"".join(parts)
+    if len(data) > MAX_DATAGRAM_BYTES:
+        raise ValueError(f"datagram of {len(data)} bytes exceeds {MAX_DATAGRAM_BYTES}")
+    return data
+
+
+def header_size(sender: str) -> int:
+    """Bytes of the datagram header for `sender` (for bundling size limits)."""
+    return _HEAD.size + len(sender.encode()) + _COUNT.size
+
+
+def decode_datagram(data: bytes, cluster_id: int | None) -> tuple[str, list[Message]]:
+    """Decode a datagram into (sender, messages). Raises `WireError` for anything malformed or foreign.
+
+    `cluster_id=None` accepts any cluster (for dissectors and captures).
+    """
+    if len(data) < _HEAD.size:
+        raise WireError("truncated", f"{len(data)} bytes is shorter than the header")
+    magic, version, cid, name_len = _HEAD.unpack_from(data, 0)
+    if magic != MAGIC:
+        raise WireError("foreign", f"magic {magic!r} is not {MAGIC!r}")
+    if version != VERSION:
+        raise WireError("version", f"version {version}, this node speaks {VERSION}")
+    if cluster_id is not None and cid != cluster_id:
+        raise WireError("foreign", f"cluster id {cid:#010x}, expected {cluster_id:#010x}")
+    if not 0 < name_len <= MAX_SENDER_BYTES:
+        raise WireError("absurd", f"sender length {name_len}")
+    pos = _HEAD.size
+    if len(data) < pos + name_len + _COUNT.size:
+        raise WireError("truncated", "datagram ends inside the header")
+    try:
+        sender = data[pos:pos + name_len].decode()
+    except UnicodeDecodeError as exc:
+        raise WireError("absurd", f"sender name is not utf-8: {exc}") from None
+    pos += name_len
+    (count,) = _COUNT.unpack_from(data, pos)
+    pos += _COUNT.size
+    if not 0 < count <= MAX_MESSAGES:
+        raise WireError("absurd", f"message count {count}")
+    messages: list[Message] = []
+    for index in range(count):
+        if len(data) < pos + _MSG_HEAD.size:
+            raise WireError("truncated", f"datagram ends before message {index}")
+        mtype, body_len = _MSG_HEAD.unpack_from(data, pos)
+        pos += _MSG_HEAD.size
+        if len(data) < pos + body_len:
+            raise WireError("truncated", f"message {index} body runs past the datagram end")
+        cls = _REGISTRY.get(mtype)
+        if cls is None:
+            raise WireError("unknown-type", f"message {index} has type {mtype}")
+        try:
+            messages.append(cls.decode_body(data[pos:pos + body_len]))
+        except WireError:
+            raise
+        except (struct.error, ValueError, UnicodeDecodeError) as exc:
+            raise WireError("absurd", f"message {index} ({cls.__name__}): {exc}") from None
+        pos += body_len
+    if pos != len(data):
+        raise WireError("absurd", f"{len(data) - pos} trailing bytes")
+    return sender, messages
+
+
+def field_names(cls: type[Message]) -> list[str]:
+    return [f.name for f in fields(cls)]
+
+
+# --- liveness and the ping workload (1-15) --------------------------------------------------------------------
+@register
+@dataclass(frozen=True)
+class Heartbeat(Message):
+    """Sent to every member every heartbeat interval; `counter` grows by one per heartbeat."""
+
+    TYPE: ClassVar[int] = 1
+    FORMAT: ClassVar[str] = "Q"
+    counter: int
+
+
+@register
+@dataclass(frozen=True)
+class Ping(Message):
+    """The ping workload's probe; answered with a `Pong` carrying the same `ping_id`."""
+
+    TYPE: ClassVar[int] = 2
+    FORMAT: ClassVar[str] = "Q"
+    ping_id: int
+
+
+@register
+@dataclass(frozen=True)
+class Pong(Message):
+    """Answer to `Ping`."""
+
+    TYPE: ClassVar[int] = 3
+    FORMAT: ClassVar[str] = "Q"
+    ping_id: int
+
+
+# --- reliable unicast (16-47): node/unicast ---------------------------------------------------------------------
+# conn_id 0 means "no connection id" (unicast1 always, unicast2 on messages other than the first).
+
+def _split_tail(cls: type[Message], body: bytes) -> tuple[tuple, bytes]:
+    """Unpack the fixed head of `cls` (its FORMAT) and return it with the rest of the body."""
+    head = struct.Struct("!" + cls.FORMAT)
+    if len(body) < head.size:
+        raise WireError("truncated", f"{cls.__name__} body is {len(body)} bytes, its fixed part needs {head.size}")
+    return head.unpack_from(body, 0), body[head.size:]
+
+
+def _flag(cls: type[Message], value: int) -> bool:
+    if value not in (0, 1):
+        raise WireError("absurd", f"{cls.__name__} flag byte is {value}, expected 0 or 1")
+    return bool(value)
+
+
+@register
+@dataclass(frozen=True)
+class UnicastData(Message):
+    """An application payload on a unicast connection: `seqno` in the sender's window for this receiver.
+
+    Body: seqno u64 | conn_id u32 | first u8 | payload_len u32 | payload.
+    """
+
+    TYPE: ClassVar[int] = 16
+    FORMAT: ClassVar[str] = "QIBI"
+    seqno: int
+    conn_id: int
+    first: bool
+    payload: bytes
+
+    def encode_body(self) -> bytes:
+        return struct.pack("!QIBI", self.seqno, self.conn_id, 1 if self.first else 0, len(self.payload)) \
+            + self.payload
+
+    @classmethod
+    def decode_body(cls, body: bytes) -> "UnicastData":
+        (seqno, conn_id, first, length), tail = _split_tail(cls, body)
+        if length > len(tail):
+            raise WireError("truncated", f"UnicastData payload_len {length}, only {len(tail)} bytes follow")
+        if length < len(tail):
+            raise WireError("absurd", f"UnicastData payload_len {length}, but {len(tail)} bytes follow")
+        return cls(seqno, conn_id, _flag(cls, first), bytes(tail))
+
+
+@register
+@dataclass(frozen=True)
+class UnicastAck(Message):
+    """Acknowledges `seqno` (cumulative in unicast3; one message in unicast1/unicast2) on connection `conn_id`."""
+
+    TYPE: ClassVar[int] = 17
+    FORMAT: ClassVar[str] = "QII"
+    seqno: int
+    conn_id: int
+    timestamp: int
+
+
+@register
+@dataclass(frozen=True)
+class UnicastStable(Message):
+    """unicast2: the receiver delivered everything up to `seqno` on `conn_id`; the sender may purge it."""
+
+    TYPE: ClassVar[int] = 18
+    FORMAT: ClassVar[str] = "QI"
+    seqno: int
+    conn_id: int
+
+
+@register
+@dataclass(frozen=True)
+class UnicastXmitReq(Message):
+    """Receiver to sender: resend `seqnos` of connection `conn_id` (0: unknown).
+
+    Body: conn_id u32 | count u16 | count x seqno u64.
+    """
+
+    TYPE: ClassVar[int] = 19
+    FORMAT: ClassVar[str] = "IH"
+    MAX_SEQNOS: ClassVar[int] = 8000  # keeps the body (and a one-message datagram) under the size limits
+    conn_id: int
+    seqnos: tuple[int, ...]
+
+    def encode_body(self) -> bytes:
+        if len(self.seqnos) > self.MAX_SEQNOS:
+            raise ValueError(f"UnicastXmitReq carries at most {self.MAX_SEQNOS} seqnos, got {len(self.seqnos)}")
+        return struct.pack(f"!IH{len(self.seqnos)}Q", self.conn_id, len(self.seqnos), *self.seqnos)
+
+    @classmethod
+    def decode_body(cls, body: bytes) -> "UnicastXmitReq":
+        (conn_id, count), tail = _split_tail(cls, body)
+        if count * 8 > len(tail):
+            raise WireError("truncated", f"UnicastXmitReq count {count} needs {count * 8} bytes, {len(tail)} follow")
+        if count * 8 < len(tail):
+            raise WireError("absurd", f"UnicastXmitReq count {count}, but {len(tail)} bytes follow")
+        return cls(conn_id, struct.unpack(f"!{count}Q", tail))
+
+
+@register
+@dataclass(frozen=True)
+class SendFirstSeqno(Message):
+    """unicast2: the receiver has no window for the sender; asks it to resend its lowest unacked message."""
+
+    TYPE: ClassVar[int] = 20
+    FORMAT: ClassVar[str] = "I"
+    timestamp: int
+
+
+@register
+@dataclass(frozen=True)
+class UnicastClose(Message):
+    """unicast3: the sender removed its send connection `conn_id`; the receiver removes the matching window."""
+
+    TYPE: ClassVar[int] = 21
+    FORMAT: ClassVar[str] = "I"
+    conn_id: int
+
+
+@register
+@dataclass(frozen=True)
+class UnicastSync(Message):
+    """unicast3: receiver to sender: my receive window for you is missing or stale, start a sync."""
+
+    TYPE: ClassVar[int] = 22
+    FORMAT: ClassVar[str] = ""
+
+
+@register
+@dataclass(frozen=True)
+class UnicastSyncOk(Message):
+    """unicast3: sender to receiver: my window starts above `low`, and the connection is now `conn_id`."""
+
+    TYPE: ClassVar[int] = 23
+    FORMAT: ClassVar[str] = "QI"
+    low: int
+    conn_id: int
+
+
+@register
+@dataclass(frozen=True)
+class UnicastSyncAck(Message):
+    """unicast3: receiver to sender: window set to connection `conn_id`; acks may be trusted again."""
+
+    TYPE: ClassVar[int] = 24
+    FORMAT: ClassVar[str] = "I"
+    conn_id: int

@@ -1,0 +1,145 @@
+"""The cluster spine on real containers: all hear all over UDP, a one-way iptables cut applied from the host
+inside n2's namespace, heal, down leaves nothing, and bad input gets one clear line."""
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+import time
+
+import docker
+import pytest
+
+from chaos import cluster, images, partition
+from node.errors import EnvironmentProblem, UsageError
+
+pytestmark = pytest.mark.cluster
+SETTLE_S = 2.5  # more than the nodes' 1.5 s silence threshold
+
+
+def wait_for(predicate, timeout_s=15.0, what="condition"):
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+def labelled(run_id):
+    client = docker.from_env()
+    label = f"splitlab.run={run_id}"
+    return (client.containers.list(all=True, filters={"label": label}),
+            client.networks.list(filters={"label": label}))
+
+
+def test_three_nodes_hear_each_other_over_udp_on_the_data_network(cluster_factory):
+    run = cluster_factory(3)
+    assert run.all_hear_all()
+    data_ips = {n.data_ip for n in run.nodes}
+    control_ips = {n.control_ip for n in run.nodes}
+    assert len(data_ips) == 3 and not data_ips & control_ips
+    for node in run.nodes:
+        state = run.client(node.name).state()
+        assert state["data_ip"] == node.data_ip  # the data socket is bound to the data network address
+        assert state["counters"]["datagrams_received"] > 0
+    n1 = run.client("n1")
+    n1.ping("n3", count=20, interval_ms=1)
+    wait_for(lambda: n1.state()["layers"]["ping"].get("n3", {}).get("answered") == 20, what="20 pongs")
+
+
+def test_one_way_cut_from_the_host_then_heal_then_down_leaves_nothing(cluster_factory):
+    run = cluster_factory(3)
+    namespaces = cluster.namespaces(run)
+    data_ips = {n.name: n.data_ip for n in run.nodes}
+    partition.apply(run.run_id, {"n2": {"n1"}}, namespaces, data_ips)
+    time.sleep(SETTLE_S)
+    hearing = run.hearing()  # the control network keeps working during the cut
+    assert "n1" not in hearing["n2"], hearing
+    assert "n2" in hearing["n1"] and hearing["n3"] == {"n1", "n2"}, hearing
+    rules = namespaces["n2"].exec(["iptables", "-S"]).stdout
+    assert f"-A SL-{run.run_id} -s {data_ips['n1']}/32 -j DROP" in rules
+    partition.heal(run.run_id, namespaces)
+    partition.heal(run.run_id, namespaces)  # idempotent
+    wait_for(run.all_hear_all, what="all hear all after heal")
+    for ns in namespaces.values():
+        assert f"SL-{run.run_id}" not in ns.exec(["iptables", "-S"]).stdout
+    cluster.down(run.run_id)
+    assert labelled(run.run_id) == ([], [])
+    for ns in namespaces.values():  # the namespaces went with the containers
+        assert not os.path.exists(f"/proc/{ns.pid}/ns/net")
+    # the history survives down and was flushed on SIGTERM
+    for name in run.names:
+        lines = (run.run_dir / "events" / f"{name}.jsonl").read_text().splitlines()
+        assert '"type":"node_start"' in lines[0] and '"type":"node_stop"' in lines[-1]
+
+
+def test_runs_side_by_side_and_down_removes_exactly_one(cluster_factory):
+    first = cluster_factory(1)
+    second = cluster_factory(2)
+    assert first.all_hear_all() and second.all_hear_all()
+    ids = {r.run_id for r in cluster.ps()}
+    assert {first.run_id, second.run_id} <= ids
+    cluster.down(first.run_id)
+    assert labelled(first.run_id) == ([], [])
+    containers, networks = labelled(second.run_id)
+    assert len(containers) == 2 and len(networks) == 2 and second.all_hear_all()
+
+
+def test_a_failed_start_removes_what_it_started(cluster_factory, tmp_path):
+    run_id = f"t-fail-{secrets.token_hex(3)}"
+    with pytest.raises(EnvironmentProblem) as info:
+        cluster_factory(2, run_id=run_id, wait_timeout_s=0.01)
+    assert "did not hear all others" in str(info.value)
+    assert labelled(run_id) == ([], [])
+
+
+def test_name_clash_is_refused_without_touching_the_existing_run(cluster_factory):
+    run = cluster_factory(1)
+    with pytest.raises(UsageError) as info:
+        cluster_factory(1, run_id=run.run_id)
+    assert "already has containers" in str(info.value)
+    assert run.all_hear_all() and len(labelled(run.run_id)[0]) == 1
+
+
+def test_refuses_containers_not_labelled_by_splitlab():
+    from chaos.netns import target
+
+    client = docker.from_env()
+    ctr = client.containers.run(images.node_image(), entrypoint=["python3", "-c", "import time; time.sleep(30)"],
+                                detach=True, labels={"purpose": "splitlab-refusal-test"})
+    try:
+        ctr.reload()
+        with pytest.raises(UsageError) as info:
+            target("stranger", ctr.attrs["State"]["Pid"], ctr.labels, "some-run")
+        assert "not labelled splitlab.run=some-run" in str(info.value)
+        with pytest.raises(UsageError) as info:
+            target("host", os.getpid(), {"splitlab.run": "some-run"}, "some-run")
+        assert "host's network namespace" in str(info.value)
+    finally:
+        ctr.remove(force=True)
+
+
+def splitlab(*args, env=None):
+    full_env = {k: v for k, v in os.environ.items() if k != "SPLITLAB_NODE_IMAGE"}  # never pinned here
+    proc = subprocess.run([sys.executable, "-m", "chaos.cli", *args], capture_output=True, text=True,
+                          env={**full_env, **(env or {})}, timeout=120)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("args, env, code, fragment", [
+    (["up", "-n", "0"], None, 2, "-n must be a whole number from 1 to 64"),
+    (["down", "--run-id", "no-such-run"], None, 2, "no run 'no-such-run'"),
+    (["down", "--run-id", "Bad Id"], None, 2, "invalid run id"),
+    (["up", "-n", "2"], {"DOCKER_HOST": "unix:///nonexistent/docker.sock"}, 1, "Docker engine not reachable"),
+    (["up", "-n", "2"], {"BASE_IMAGE": "splitlab-no-such-base:0"}, 1, "is not built"),
+])
+def test_bad_input_gets_one_clear_line(args, env, code, fragment):
+    before = {r.run_id for r in cluster.ps()}
+    try:
+        rc, out = splitlab(*args, env=env)
+        assert rc == code, out
+        assert fragment in out and "Traceback" not in out
+        assert {r.run_id for r in cluster.ps()} == before  # nothing half-started
+    finally:
+        for extra in {r.run_id for r in cluster.ps()} - before:
+            cluster.down(extra)

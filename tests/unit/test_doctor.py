@@ -1,0 +1,84 @@
+"""doctor's probes on fake inputs: each capability ok or missing with a hint, and the exit decision."""
+from pathlib import Path
+
+from chaos import doctor
+
+
+def fake_probe(answers):
+    """A probe answering by the first words of argv; unknown commands are 'not found' (127)."""
+    def probe(argv):
+        for prefix, answer in answers.items():
+            if tuple(argv[:len(prefix)]) == prefix:
+                return answer
+        return 127, f"{argv[0]}: not found"
+    return probe
+
+
+HEALTHY = {
+    ("docker", "version"): (0, "20.10.24\n"),
+    ("docker", "compose"): (1, "docker: 'compose' is not a docker command."),
+    ("docker-compose", "version"): (0, "1.29.2\n"),
+    ("unshare", "--net", "iptables", "-w", "-A", "INPUT"): (0, ""),
+    ("iptables", "--version"): (0, "iptables v1.8.9 (nf_tables)\n"),
+    ("unshare", "--net", "sh"): (2, "Error: Specified qdisc kind is unknown.\n"),
+    ("unshare", "--net", "iptables", "-w", "-A", "OUTPUT"): (0, ""),
+    ("java", "-version"): (0, 'openjdk version "17.0.15" 2025-04-15\n'),
+}
+
+
+def checks_for(answers, images=None, path=Path("/")):
+    return doctor.run_checks(fake_probe(answers), lambda: images or {"splitlab-node:abc": True}, path)
+
+
+def by_name(checks):
+    return {c.name: c for c in checks}
+
+
+def test_healthy_machine_without_netem_can_run_and_uses_the_shaper():
+    checks = by_name(checks_for(HEALTHY))
+    assert checks["Docker Compose"].detail == "v1 1.29.2"
+    netem = checks["sch_netem (tc netem)"]
+    assert not netem.ok and not netem.required and "NFQUEUE shaper" in netem.hint
+    assert doctor.can_run(list(checks.values()))
+    backends = doctor.fault_backends(netem, checks["NFQUEUE"])
+    assert backends["delay/jitter"] == "nfqueue" and backends["partition"] == "iptables"
+
+
+def test_netem_present_serves_link_faults():
+    answers = {**HEALTHY, ("unshare", "--net", "sh"): (0, "")}
+    checks = by_name(checks_for(answers))
+    assert doctor.fault_backends(checks["sch_netem (tc netem)"], checks["NFQUEUE"])["loss"] == "netem"
+
+
+def test_docker_down_cannot_run_and_images_are_not_asked():
+    asked = []
+    answers = {**HEALTHY, ("docker", "version"): (1, "Cannot connect to the Docker daemon at unix:///var/run/docker.sock")}
+    checks = doctor.run_checks(fake_probe(answers), lambda: asked.append(1) or {}, Path("/"))
+    named = by_name(checks)
+    assert not named["Docker engine"].ok and "Cannot connect" in named["Docker engine"].detail
+    assert named["Docker engine"].hint
+    assert not named["images built"].ok and not asked
+    assert not doctor.can_run(checks)
+
+
+def test_missing_images_java_and_compose_each_have_a_hint():
+    answers = {k: v for k, v in HEALTHY.items() if k[0] not in ("java", "docker-compose")}
+    checks = by_name(checks_for(answers, images={"splitlab-base:1": True, "splitlab-node:2": False}))
+    assert checks["images built"].hint == "make images" and "splitlab-node:2" in checks["images built"].detail
+    assert "default-jre-headless" in checks["Java for Spark"].hint
+    assert "docker-compose" in checks["Docker Compose"].hint
+    assert not doctor.can_run(list(checks.values()))
+
+
+def test_low_disk_fails():
+    low = doctor.check_disk(100 * 1024**2, Path("/x"))
+    assert not low.ok and "0.1 GiB free at /x" == low.detail
+    assert doctor.check_disk(3 * 1024**3, Path("/x")).ok
+
+
+def test_no_nfqueue_and_no_netem_leaves_only_iptables_loss():
+    answers = {**HEALTHY, ("unshare", "--net", "iptables", "-w", "-A", "OUTPUT"): (1, "No chain/target/match")}
+    checks = by_name(checks_for(answers))
+    assert not doctor.can_run(list(checks.values()))
+    backends = doctor.fault_backends(checks["sch_netem (tc netem)"], checks["NFQUEUE"])
+    assert backends["delay/jitter"] == "none" and backends["loss"] == "iptables statistic"

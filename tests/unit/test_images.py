@@ -1,0 +1,71 @@
+"""Image inputs: the Debian mirror comes from the host's apt configuration; tags follow the hashed inputs."""
+import shutil
+from pathlib import Path
+
+import pytest
+
+from chaos import images
+from node.errors import EnvironmentProblem
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_mirror_from_deb822_sources(tmp_path, monkeypatch):
+    monkeypatch.delenv("DEBIAN_MIRROR", raising=False)
+    (tmp_path / "sources.list.d").mkdir()
+    (tmp_path / "sources.list.d" / "debian.sources").write_text(
+        "Types: deb\nURIs: http://mirror.example/debian-security\nSuites: bookworm-security\nComponents: main\n\n"
+        "Types: deb\n# comment\nURIs: http://mirror.example/debian\nSuites: bookworm bookworm-updates\n"
+        "Components: main\n")
+    assert images.debian_mirror(tmp_path) == "http://mirror.example/debian"
+
+
+def test_mirror_from_one_line_list(tmp_path, monkeypatch):
+    monkeypatch.delenv("DEBIAN_MIRROR", raising=False)
+    (tmp_path / "sources.list.d").mkdir()
+    (tmp_path / "sources.list").write_text(
+        "# deb http://old.example/debian bookworm main\n"
+        "deb [arch=amd64] http://other.example/ubuntu jammy main\n"
+        "deb http://local.example/debian/ bookworm main contrib\n")
+    assert images.debian_mirror(tmp_path) == "http://local.example/debian/"
+
+
+def test_no_mirror_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.delenv("DEBIAN_MIRROR", raising=False)
+    (tmp_path / "sources.list.d").mkdir()
+    with pytest.raises(EnvironmentProblem) as info:
+        images.debian_mirror(tmp_path)
+    assert "DEBIAN_MIRROR" in info.value.hint
+
+
+@pytest.fixture
+def repo_copy(tmp_path, monkeypatch):
+    monkeypatch.delenv("BASE_IMAGE", raising=False)
+    for rel in ("pyproject.toml", "images", "node"):
+        src = REPO / rel
+        if src.is_dir():
+            shutil.copytree(src, tmp_path / rel, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(src, tmp_path / rel)
+    return tmp_path
+
+
+def test_tags_change_exactly_with_their_inputs(repo_copy, monkeypatch):
+    base, node = images.base_tag(repo_copy), images.node_tag(repo_copy)
+    assert base.startswith("splitlab-base:") and node.startswith("splitlab-node:")
+    (repo_copy / "README.md").write_text("unrelated")
+    assert (images.base_tag(repo_copy), images.node_tag(repo_copy)) == (base, node)
+    (repo_copy / "node" / "core.py").write_text((repo_copy / "node" / "core.py").read_text() + "\n# changed\n")
+    assert images.base_tag(repo_copy) == base and images.node_tag(repo_copy) != node
+    node2 = images.node_tag(repo_copy)
+    packages = repo_copy / "images" / "base" / "packages.txt"
+    packages.write_text(packages.read_text() + "iproute2\n")
+    assert images.base_tag(repo_copy) != base and images.node_tag(repo_copy) != node2
+    monkeypatch.setenv("BASE_IMAGE", "python:3.11-slim")
+    assert images.base_tag(repo_copy) == "python:3.11-slim"
+
+
+def test_node_dependencies_are_the_node_extra_only():
+    deps = images.node_dependencies(REPO)
+    assert any(d.startswith("aiohttp") for d in deps)
+    assert not any(d.startswith(("pyspark", "scapy", "docker")) for d in deps)
