@@ -48,3 +48,12 @@ class NodeClient:
 
     def ping(self, to: str, count: int = 1, interval_ms: float = 10) -> dict[str, Any]:
         return self._call("POST", "/workload/ping", {"to": to, "count": count, "interval_ms": interval_ms})
+
+    def unicast(self, to: str, count: int, size: int = 100, rate: float = 0) -> int:
+        """Start a reliable unicast workload; returns its workload id."""
+        return self._call("POST", "/workload/unicast", {"to": to, "count": count, "size": size,
+                                                        "rate": rate})["workload_id"]
+
+    def admin(self, op: str, peer: str, **extra: Any) -> dict[str, Any]:
+        """A unicast admin operation: close, remove_receive or sync, toward `peer`."""
+        return self._call("POST", f"/admin/{op}", {"peer": peer, **extra})

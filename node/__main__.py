@@ -16,6 +16,7 @@ from node.liveness import Liveness
 from node.ping import PingWorkload
 from node.runtime import NodeRuntime, resolve_host
 from node.stack import Stack
+from node.unicast import make_unicast
 
 
 def build_stack(config: NodeConfig) -> Stack:
@@ -24,6 +25,7 @@ def build_stack(config: NodeConfig) -> Stack:
     return Stack({
         "liveness": Liveness(config.name, members, config.heartbeat_ms, config.silence_ms),
         "ping": PingWorkload(config.name, members),
+        "unicast": make_unicast(config.unicast, config.name, config.unicast_config, members),
     })
 
 
@@ -55,7 +57,8 @@ async def serve(config: NodeConfig) -> int:
         history.emit("node_start", boot=runtime.boot, data_ip=runtime.data_ip, control_ip=control_ip,
                      members=list(config.members),
                      config={"heartbeat_ms": config.heartbeat_ms, "silence_ms": config.silence_ms,
-                             "bundle_max_bytes": config.bundle_max_bytes})
+                             "bundle_max_bytes": config.bundle_max_bytes, "unicast": config.unicast,
+                             **config.unicast_config.as_dict()})
         history.flush()
         print(f"node {config.name}: data {runtime.data_ip}:{config.data_address(config.name)[1]}, "
               f"control http://{control_ip}:{control_port}", flush=True)

@@ -15,6 +15,8 @@
 | SPLITLAB_HEARTBEAT_MS / SPLITLAB_SILENCE_MS | heartbeat interval / silence before a peer counts as unheard | 250 / 1500 |
 | SPLITLAB_BUNDLE_MAX_BYTES | bundling: max datagram size; 0 sends one message per datagram | 8192 |
 | SPLITLAB_FLUSH_MS | history flush interval | 500 |
+| SPLITLAB_UNICAST | unicast variant: unicast3, unicast2 or unicast1 | unicast3 |
+| SPLITLAB_UNICAST_<SETTING> | a `node.unicast.UnicastConfig` setting, e.g. SPLITLAB_UNICAST_CONN_CLOSE_TIMEOUT_MS | its default |
 
 Within a splitlab cluster, `<name>-data` and `<name>-control` are the node's network aliases on the data and
 control networks, so each address resolves inside the container to the right network.
@@ -22,10 +24,12 @@ control networks, so each address resolves inside the container to the right net
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, field
 from typing import Mapping
 
 from node.errors import ConfigError
+from node.unicast import VARIANTS as UNICAST_VARIANTS, UnicastConfig
 from node.wire import DATA_PORT, MAX_DATAGRAM_BYTES, MAX_SENDER_BYTES
 
 CONTROL_PORT = 7000
@@ -65,6 +69,8 @@ class NodeConfig:
     silence_ms: int = 1500
     bundle_max_bytes: int = 8192
     flush_ms: int = 500
+    unicast: str = "unicast3"
+    unicast_config: UnicastConfig = field(default_factory=UnicastConfig)
 
     def data_address(self, member: str) -> tuple[str, int]:
         """(host, port) of a member's data socket; the host may still need DNS resolution."""
@@ -118,6 +124,16 @@ def from_env(env: Mapping[str, str] | None = None) -> NodeConfig:
     silence_ms = _int(env, "SPLITLAB_SILENCE_MS", 1500, 20, 600_000)
     if silence_ms <= heartbeat_ms:
         raise ConfigError(f"SPLITLAB_SILENCE_MS={silence_ms} must exceed SPLITLAB_HEARTBEAT_MS={heartbeat_ms}")
+    unicast_settings = {}
+    for key, raw in env.items():
+        if key.startswith("SPLITLAB_UNICAST_"):
+            setting = key[len("SPLITLAB_UNICAST_"):].lower()
+            unicast_settings[setting] = _int(env, key, 0, 0, 2**32 - 1)
+    unicast = env.get("SPLITLAB_UNICAST", "unicast3")
+    if unicast not in UNICAST_VARIANTS:
+        raise ConfigError(f"SPLITLAB_UNICAST={unicast!r} is not one of {', '.join(UNICAST_VARIANTS)}")
+    # The first connection id comes from the boot time unless set, so a restarted node never reuses one.
+    unicast_settings.setdefault("conn_id_start", int(time.time() * 1000) & 0x7FFFFFFF or 1)
     return NodeConfig(
         name=name, run_id=env["SPLITLAB_RUN"], members=members, token=env["SPLITLAB_TOKEN"],
         run_dir=env.get("SPLITLAB_RUN_DIR", "/splitlab/run"),
@@ -130,4 +146,5 @@ def from_env(env: Mapping[str, str] | None = None) -> NodeConfig:
         heartbeat_ms=heartbeat_ms, silence_ms=silence_ms,
         bundle_max_bytes=_int(env, "SPLITLAB_BUNDLE_MAX_BYTES", 8192, 0, MAX_DATAGRAM_BYTES),
         flush_ms=_int(env, "SPLITLAB_FLUSH_MS", 500, 10, 60_000),
+        unicast=unicast, unicast_config=UnicastConfig.from_mapping(unicast_settings),
     )

@@ -4,7 +4,12 @@ Routes (all need `Authorization: Bearer <token>`):
 - `GET /health`: liveness of the process (`{"ok": true, "node", "run", "boot"}`);
 - `GET /state`: the node's state: members, the peers it hears and when it last heard each, every layer's state,
   counters;
-- `POST /workload/ping` `{"to": "n2", "count": 10, "interval_ms": 10}`: start the ping workload (202).
+- `POST /workload/ping` `{"to": "n2", "count": 10, "interval_ms": 10}`: start the ping workload (202);
+- `POST /workload/unicast` `{"to": "n2", "count": 1000, "size": 100, "rate": 500}`: reliable unicast messages
+  (rate in messages/s, 0 = unpaced), each recorded as `app_send`; answers 202 with the workload id, whose
+  progress is in `/state` under `workloads`;
+- `POST /admin/close`, `/admin/remove_receive`, `/admin/sync` `{"peer": "n1"}`: the unicast layer's admin
+  operations (close both connections to the peer, drop the receive window, the SYNC handshake of unicast3).
 
 Bad requests get 400 with `{"error": "..."}`; a missing or wrong token gets 401.
 """
@@ -18,6 +23,8 @@ from aiohttp import web
 
 from node.errors import UsageError
 from node.runtime import NodeRuntime
+from node.unicast import MAX_PAYLOAD_BYTES
+from node.workload import WorkloadSpec
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -60,8 +67,26 @@ def make_app(runtime: NodeRuntime, token: str) -> web.Application:
         runtime.request("ping", "ping", await body(request))
         return web.json_response({"accepted": True}, status=202)
 
+    async def unicast_workload(request: web.Request) -> web.Response:
+        spec = WorkloadSpec.parse("unicast", "unicast", await body(request), runtime.config.members,
+                                  runtime.config.name, MAX_PAYLOAD_BYTES - 64)
+        item = runtime.start_workload(spec)
+        return web.json_response({"accepted": True, "workload_id": item.workload_id}, status=202)
+
+    def admin(op: str) -> Handler:
+        async def handler(request: web.Request) -> web.Response:
+            args = await body(request)
+            if set(args) - {"peer", "graceful"}:
+                raise UsageError(f"admin {op}: fields are 'peer' (and 'graceful' for close), got {sorted(args)}")
+            runtime.request("unicast", op, args)
+            return web.json_response({"done": True, "op": op, "peer": args.get("peer")})
+        return handler
+
     app = web.Application(middlewares=[guard])
     app.router.add_get("/health", health)
     app.router.add_get("/state", state)
     app.router.add_post("/workload/ping", ping)
+    app.router.add_post("/workload/unicast", unicast_workload)
+    for op in ("close", "remove_receive", "sync"):
+        app.router.add_post(f"/admin/{op}", admin(op))
     return app

@@ -19,7 +19,9 @@ from node.config import NodeConfig
 from node.core import CancelTimer, Deliver, Effect, Emit, Send, SetTimer, payload_msg_id
 from node.errors import WireError
 from node.history import HistoryWriter
+from node import workload
 from node.stack import Stack
+from node.workload import Workload, WorkloadSpec
 from node.wire import cluster_id_of, decode_datagram, encode_datagram, encode_message, header_size
 
 RESOLVE_RETRY_S = 0.5
@@ -67,6 +69,7 @@ class NodeRuntime:
         self._tasks: list[asyncio.Task] = []
         self._msg_counter = 0
         self.data_ip: str | None = None
+        self.workloads: list[Workload] = []
 
     # --- clock ------------------------------------------------------------------------------------------------
     def now(self) -> float:
@@ -85,9 +88,10 @@ class NodeRuntime:
         self.apply(self.stack.start(self.now()))
 
     async def stop(self) -> None:
-        for task in self._tasks:
+        for task in self._tasks + [w.task for w in self.workloads if w.task is not None]:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*self._tasks, *(w.task for w in self.workloads if w.task is not None),
+                             return_exceptions=True)
         for handle in self._timers.values():
             handle.cancel()
         self._timers.clear()
@@ -207,6 +211,13 @@ class NodeRuntime:
         """Run an application request on a layer (raises UsageError for bad requests)."""
         self.apply(self.stack.request(self.now(), layer, op, args))
 
+    def start_workload(self, spec: WorkloadSpec) -> Workload:
+        """Start an application workload as its own task (it never blocks the node)."""
+        item = Workload(spec)
+        item.task = asyncio.create_task(workload.run(self, item), name=f"workload-{item.workload_id}")
+        self.workloads.append(item)
+        return item
+
     def state(self) -> dict[str, Any]:
         now_s = self.now()
         layers = {}
@@ -216,4 +227,5 @@ class NodeRuntime:
                 layers[name] = state(now_s)
         return {"node": self.config.name, "run": self.config.run_id, "boot": self.boot, "data_ip": self.data_ip,
                 "members": list(self.config.members), "layers": layers,
-                "counters": dict(self.counters), "dropped": dict(self.dropped)}
+                "counters": dict(self.counters), "dropped": dict(self.dropped),
+                "workloads": [w.state() for w in self.workloads]}

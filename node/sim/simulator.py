@@ -1,0 +1,372 @@
+"""A seeded in-memory simulator with virtual time that runs the very protocol objects the UDP runtime runs.
+
+Each member is a `node.stack.Stack` of sans-IO layers (route by message class, timers namespaced per layer),
+so the multicast and membership layers of later issues run here unchanged: build the member's stack with all
+its layers. Views are injected with `install_view` for now; when `node.core` grows an effect by which a
+membership layer installs a view, `_apply` should turn it into `Stack.view` on that member. Everything travels through `node.wire`: the effects of one `handle` call to one peer are encoded,
+bundled into datagrams (like the runtime's bundling) and decoded on arrival, so the codec is exercised.
+
+One `random.Random(seed)` (`Simulator.rng`) drives every random choice: link loss, delay, jitter,
+duplication and reordering, and whatever a test draws for its workload and schedule. `repro()` says how to
+reproduce a run; put it in assertion messages.
+
+Records: deliveries per receiver and sender (`delivered`), and a history-like list of event dicts
+(`events`: the protocols' `Emit`s plus `app_deliver`, `view` and `datagram_dropped`, each with `ts` in virtual
+seconds and `node`).
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+import random
+from collections import Counter
+from typing import Any, Callable, Hashable, Iterable
+
+from node.core import CancelTimer, Deliver, Effect, Emit, Protocol, Send, SetTimer, payload_msg_id
+from node.errors import UsageError, WireError
+from node.sim.faults import DELAY, DROP, HOLD, FaultTable, MsgFault
+from node.sim.network import LinkSpec, Network
+from node.stack import Stack
+from node.wire import (MAX_DATAGRAM_BYTES, MAX_MESSAGES, Message, decode_datagram, encode_datagram,
+                       encode_message, header_size)
+
+SIM_CLUSTER_ID = 0x5EED5EED
+_DGRAM, _TIMER, _CALL = 0, 1, 2
+
+
+class Simulator:
+    """Members, links, faults and a virtual clock. See the module docstring."""
+
+    def __init__(self, seed: int, default_link: LinkSpec | None = None, bundle_max_bytes: int = 8192,
+                 cluster_id: int = SIM_CLUSTER_ID, record_events: bool = True) -> None:
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.now_s = 0.0
+        self.network = Network(self.rng, default_link)
+        self.faults = FaultTable()
+        self.cluster_id = cluster_id
+        self.bundle_max_bytes = bundle_max_bytes
+        self.record_events = record_events
+        self.stacks: dict[str, Stack] = {}
+        self.events: list[dict[str, Any]] = []
+        self.deliveries: dict[str, dict[str, list[bytes]]] = {}
+        self.counters: Counter = Counter()
+        self._heap: list[tuple] = []
+        self._order = itertools.count()
+        self._timers: dict[tuple[str, Hashable], int] = {}
+        self._view_counter = 0
+
+    def repro(self) -> str:
+        """The line a failing test prints."""
+        return f"reproduce with seed={self.seed}"
+
+    # --- members --------------------------------------------------------------------------------------------
+    def add_member(self, name: str, stack: Stack | dict[str, Protocol]) -> None:
+        """Add a member running `stack` (or a dict of named layers) and start it."""
+        if name in self.stacks:
+            raise UsageError(f"member {name!r} already exists")
+        self.stacks[name] = stack if isinstance(stack, Stack) else Stack(stack)
+        self.deliveries.setdefault(name, {})
+        self._apply(name, self.stacks[name].start(self.now_s))
+
+    def layer(self, member: str, name: str) -> Protocol:
+        """The protocol object of layer `name` on `member` (to read its state)."""
+        return self._stack(member).layers[name]
+
+    def _stack(self, member: str) -> Stack:
+        stack = self.stacks.get(member)
+        if stack is None:
+            raise UsageError(f"no member {member!r}; members: {', '.join(self.stacks)}")
+        return stack
+
+    def request(self, member: str, layer: str, op: str, args: dict[str, Any] | None = None) -> list[Effect]:
+        """Run an application request now; returns the effects (already carried out). Raises UsageError."""
+        effects = self._stack(member).request(self.now_s, layer, op, args)
+        self._apply(member, effects)
+        return effects
+
+    def install_view(self, member: str, members: Iterable[str], view_id: tuple[str, int] | None = None) -> None:
+        """Give `member` a view (what the membership layer will do); records a `view` event."""
+        members = tuple(members)
+        if view_id is None:
+            self._view_counter += 1
+            view_id = (members[0], self._view_counter)
+        self._record(member, "view", {"view_id": list(view_id), "members": list(members)})
+        self._apply(member, self._stack(member).view(self.now_s, view_id, members))
+
+    # --- the network's verbs ------------------------------------------------------------------------------
+    def set_link(self, src: str, dst: str, **spec: float) -> None:
+        """Set the spec of the directed link src -> dst (fields of `LinkSpec`)."""
+        self.network.set_link(src, dst, LinkSpec(**spec))
+
+    def set_default_link(self, **spec: float) -> None:
+        self.network.default = LinkSpec(**spec)
+
+    def reset_links(self) -> None:
+        self.network.reset_links()
+
+    def partition(self, src: str, dst: str) -> None:
+        """Cut src -> dst only (dst -> src keeps working); also drops datagrams in flight on arrival."""
+        self.network.cut(src, dst)
+
+    def partition_both(self, a: str, b: str) -> None:
+        self.network.cut(a, b)
+        self.network.cut(b, a)
+
+    def heal(self, src: str | None = None, dst: str | None = None) -> None:
+        """Remove the cut src -> dst, or every cut when no link is named (links and message faults stay)."""
+        if (src is None) != (dst is None):
+            raise UsageError("heal: name both ends of the link, or neither to heal every cut")
+        self.network.heal(src, dst)
+
+    def drop_next(self, src: str | None, dst: str | None, msg_type: type[Message] | str | None,
+                  where: Callable[[Message], bool] | None = None, count: int = 1) -> int:
+        """Drop the next `count` matching messages src -> dst. Returns the fault id."""
+        return self.faults.add(DROP, src, dst, msg_type, where, count).fault_id
+
+    def drop_matching(self, src: str | None, dst: str | None, msg_type: type[Message] | str | None,
+                      where: Callable[[Message], bool] | None = None, count: int | None = None) -> int:
+        """Drop matching messages (at most `count`, None: until removed). Returns the fault id."""
+        return self.faults.add(DROP, src, dst, msg_type, where, count).fault_id
+
+    def delay_matching(self, src: str | None, dst: str | None, msg_type: type[Message] | str | None,
+                       delay_s: float, where: Callable[[Message], bool] | None = None,
+                       count: int | None = None) -> int:
+        """Delay matching messages by `delay_s` on top of the link delay. Returns the fault id."""
+        return self.faults.add(DELAY, src, dst, msg_type, where, count, delay_s).fault_id
+
+    def hold(self, src: str | None, dst: str | None, msg_type: type[Message] | str | None,
+             where: Callable[[Message], bool] | None = None, count: int | None = None) -> int:
+        """Keep matching messages back until `release(fault_id)`. Returns the fault id."""
+        return self.faults.add(HOLD, src, dst, msg_type, where, count).fault_id
+
+    def release(self, fault_id: int) -> list[Message]:
+        """End a hold: send the held messages on now (through the link), in the order they were held."""
+        fault = self.faults.remove(fault_id)
+        for src, dst, msg in fault.held:
+            self._send_datagrams(src, dst, [msg], 0.0)
+        return [msg for _src, _dst, msg in fault.held]
+
+    def remove_fault(self, fault_id: int) -> MsgFault:
+        return self.faults.remove(fault_id)
+
+    def clear_faults(self) -> None:
+        """Remove every message fault (held messages are discarded)."""
+        self.faults.faults.clear()
+
+    def inject(self, src: str, dst: str, msgs: Message | list[Message], delay_s: float = 0.0) -> None:
+        """Deliver a forged datagram from `src` to `dst` after `delay_s`, bypassing links, cuts and faults."""
+        batch = [msgs] if isinstance(msgs, Message) else list(msgs)
+        self.inject_bytes(dst, encode_datagram(self.cluster_id, src, batch), delay_s)
+
+    def inject_bytes(self, dst: str, data: bytes, delay_s: float = 0.0) -> None:
+        """Deliver raw bytes to `dst` (e.g. a foreign or malformed datagram)."""
+        self._push(self.now_s + delay_s, _DGRAM, (None, dst, data))
+
+    def at(self, t_s: float, action: Callable[[], Any]) -> None:
+        """Call `action()` at virtual time `t_s` (for scripted schedules)."""
+        self._push(max(t_s, self.now_s), _CALL, action)
+
+    # --- running ----------------------------------------------------------------------------------------------
+    def run_until(self, t_s: float) -> None:
+        """Process every event up to virtual time `t_s`; the clock ends at `t_s`."""
+        heap = self._heap
+        while heap and heap[0][0] <= t_s:
+            self._step(heapq.heappop(heap))
+        self.now_s = max(self.now_s, t_s)
+
+    def run_for(self, dt_s: float) -> None:
+        self.run_until(self.now_s + dt_s)
+
+    def run_until_quiet(self, max_s: float = 60.0) -> bool:
+        """Run until nothing is scheduled (no datagram in flight, no timer); False if `max_s` passed first."""
+        deadline = self.now_s + max_s
+        heap = self._heap
+        while self._drop_stale_timers():
+            if heap[0][0] > deadline:
+                self.now_s = deadline
+                return False
+            self._step(heapq.heappop(heap))
+        return True
+
+    def run_until_true(self, predicate: Callable[[], bool], max_s: float) -> bool:
+        """Run until `predicate()` holds (checked after every event); False if `max_s` passed first."""
+        deadline = self.now_s + max_s
+        heap = self._heap
+        if predicate():
+            return True
+        while heap and heap[0][0] <= deadline:
+            self._step(heapq.heappop(heap))
+            if predicate():
+                return True
+        self.now_s = max(self.now_s, deadline)
+        return predicate()
+
+    def _drop_stale_timers(self) -> bool:
+        """Pop replaced or cancelled timers off the head of the heap; True if anything is left."""
+        heap = self._heap
+        while heap and heap[0][2] == _TIMER:
+            member, key, token = heap[0][3]
+            if self._timers.get((member, key)) == token:
+                break
+            heapq.heappop(heap)
+        return bool(heap)
+
+    def pending(self) -> int:
+        """Scheduled items (datagrams in flight, timers, calls), stale timers included."""
+        return len(self._heap)
+
+    # --- records ----------------------------------------------------------------------------------------------
+    def delivered(self, receiver: str, sender: str) -> list[bytes]:
+        """Payloads `receiver` delivered from `sender`, in delivery order."""
+        return list(self.deliveries.get(receiver, {}).get(sender, []))
+
+    def delivered_ids(self, receiver: str, sender: str) -> list[str | None]:
+        return [payload_msg_id(p) for p in self.deliveries.get(receiver, {}).get(sender, [])]
+
+    def emitted(self, type_: str | None = None, node: str | None = None, **match: Any) -> list[dict[str, Any]]:
+        """Recorded events, filtered by type, node and exact field values."""
+        out = []
+        for ev in self.events:
+            if type_ is not None and ev["type"] != type_:
+                continue
+            if node is not None and ev["node"] != node:
+                continue
+            if any(ev.get(k) != v for k, v in match.items()):
+                continue
+            out.append(ev)
+        return out
+
+    # --- internals ----------------------------------------------------------------------------------------------
+    def _push(self, at_s: float, kind: int, data: Any) -> None:
+        heapq.heappush(self._heap, (at_s, next(self._order), kind, data))
+
+    def _record(self, node: str, type_: str, fields: dict[str, Any]) -> None:
+        if self.record_events:
+            ev = {"ts": self.now_s, "node": node, "type": type_}
+            ev.update(fields)
+            self.events.append(ev)
+
+    def _step(self, item: tuple) -> None:
+        at_s, _order, kind, data = item
+        if kind == _TIMER:
+            member, key, token = data
+            if self._timers.get((member, key)) != token:
+                return  # replaced or cancelled: not an event, the clock does not move
+            del self._timers[(member, key)]
+        self.now_s = at_s
+        try:
+            if kind == _DGRAM:
+                self._arrive(*data)
+            elif kind == _TIMER:
+                self._apply(member, self.stacks[member].timer(at_s, key))
+            else:
+                data()
+        except Exception as exc:  # re-raised at once: only the seed is added to what the test will print
+            note = f"simulator at t={at_s:.3f}s: {self.repro()}"
+            if note not in getattr(exc, "__notes__", ()):
+                exc.add_note(note)
+            raise
+
+    def _arrive(self, src: str | None, dst: str, data: bytes) -> None:
+        if src is not None and self.network.is_cut(src, dst):
+            self.counters["cut_on_arrival"] += 1
+            return
+        stack = self.stacks.get(dst)
+        if stack is None:
+            self.counters["to_unknown_member"] += 1
+            return
+        try:
+            sender, messages = decode_datagram(data, self.cluster_id)
+        except WireError as exc:
+            self.counters[f"wire_error_{exc.reason}"] += 1
+            self._record(dst, "datagram_dropped", {"reason": exc.reason, "src_ip": "sim", "detail": exc.message})
+            return
+        self.counters["datagrams_received"] += 1
+        for msg in messages:
+            if not stack.handles(msg):
+                self.counters["unhandled_messages"] += 1
+                continue
+            self._apply(dst, stack.received(self.now_s, sender, msg))
+
+    def _apply(self, member: str, effects: list[Effect]) -> None:
+        outbox: dict[str, list[Message]] | None = None
+        for eff in effects:
+            cls = type(eff)
+            if cls is Send:
+                if outbox is None:
+                    outbox = {}
+                outbox.setdefault(eff.dst, []).append(eff.msg)
+            elif cls is Emit:
+                self._record(member, eff.type, eff.fields)
+            elif cls is Deliver:
+                self.deliveries[member].setdefault(eff.src, []).append(eff.payload)
+                self.counters["delivered"] += 1
+                if self.record_events:
+                    self.events.append({"ts": self.now_s, "node": member, "type": "app_deliver",
+                                        "msg_id": payload_msg_id(eff.payload), "kind": eff.kind, "from": eff.src})
+            elif cls is SetTimer:
+                token = next(self._order)
+                self._timers[(member, eff.key)] = token
+                self._push(max(eff.at_s, self.now_s), _TIMER, (member, eff.key, token))
+            elif cls is CancelTimer:
+                self._timers.pop((member, eff.key), None)
+            else:
+                raise TypeError(f"unknown effect {eff!r} from {member}")
+        if outbox:
+            for dst, msgs in outbox.items():
+                self._transmit(member, dst, msgs)
+
+    def _transmit(self, src: str, dst: str, msgs: list[Message]) -> None:
+        """Apply message faults one message at a time, then send the rest bundled."""
+        faults = self.faults
+        plain: list[Message] = msgs
+        if faults.faults:
+            plain = []
+            for msg in msgs:
+                fault = faults.match(src, dst, msg)
+                if fault is None:
+                    plain.append(msg)
+                elif fault.action == DROP:
+                    self.counters["fault_dropped"] += 1
+                elif fault.action == DELAY:
+                    self.counters["fault_delayed"] += 1
+                    self._send_datagrams(src, dst, [msg], fault.delay_s)
+                else:
+                    self.counters["fault_held"] += 1
+                    fault.held.append((src, dst, msg))
+        if plain:
+            self._send_datagrams(src, dst, plain, 0.0)
+
+    def _send_datagrams(self, src: str, dst: str, msgs: list[Message], extra_s: float) -> None:
+        for data in self._bundle(src, [encode_message(m) for m in msgs]):
+            self.counters["datagrams_sent"] += 1
+            if self.network.is_cut(src, dst):
+                self.counters["cut"] += 1
+                continue
+            fates = self.network.fates(src, dst)
+            if not fates:
+                self.counters["lost"] += 1
+            elif len(fates) > 1:
+                self.counters["duplicated"] += 1
+            for delay_s in fates:
+                self._push(self.now_s + extra_s + delay_s, _DGRAM, (src, dst, data))
+
+    def _bundle(self, src: str, encoded: list[bytes]) -> list[bytes]:
+        limit = self.bundle_max_bytes
+        if limit == 0 or len(encoded) == 1:
+            return [encode_datagram(self.cluster_id, src, [m]) for m in encoded]
+        head = header_size(src)
+        limit = min(limit, MAX_DATAGRAM_BYTES)
+        out: list[bytes] = []
+        batch: list[bytes] = []
+        size = head
+        for msg in encoded:
+            if batch and (size + len(msg) > limit or len(batch) >= MAX_MESSAGES):
+                out.append(encode_datagram(self.cluster_id, src, batch))
+                batch, size = [], head
+            batch.append(msg)
+            size += len(msg)
+        if batch:
+            out.append(encode_datagram(self.cluster_id, src, batch))
+        return out

@@ -1,0 +1,57 @@
+"""The reliable-unicast layer's settings: one frozen dataclass with splitlab's test defaults, validated.
+
+JGroups' UNICAST3 defaults are for production (xmit_interval 500 ms, sync_min_interval 2000 ms,
+conn_close_timeout 240 s, max_retransmit_time 60 s). splitlab scales them down and keeps the ratios where they
+matter: the retransmit task runs every 100 ms, a SYNC is repeated at most every 400 ms, a connection to a member
+that left is closed after 10 s (DESIGN.md), and a send connection to a non-member is dropped after 2.5 s.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, Mapping
+
+from node.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class UnicastConfig:
+    """Timeouts and limits of `unicast1` / `unicast2` / `unicast3` (each variant uses the ones it knows)."""
+
+    xmit_interval_ms: int = 100        # period of the retransmit task (acks, XMIT_REQ, tail resend, ageing)
+    ack_threshold: int = 100           # deliveries after which an ACK (unicast2: STABLE) leaves at once
+    conn_close_timeout_ms: int = 10_000  # unicast3: a CLOSING connection is removed after this long
+    sync_min_interval_ms: int = 400    # unicast3: at most one SYNC per sender in this interval
+    sync_timeout_ms: int = 2_000       # unicast3: a SYNC handshake not finished by then is abandoned
+    max_retransmit_time_ms: int = 2_500  # unicast3: send connection to a non-member removed after this; 0 = never
+    max_xmit_req_seqnos: int = 8_192   # seqnos asked for (or resent) per peer per retransmit run
+    conn_id_start: int = 1 << 12       # first connection id (its stream part counts); a runtime derives it
+    #                                    from its boot time so a restarted node never reuses one (connid.py)
+
+    def __post_init__(self) -> None:
+        positive = ("xmit_interval_ms", "ack_threshold", "conn_close_timeout_ms", "sync_min_interval_ms",
+                    "sync_timeout_ms", "max_xmit_req_seqnos")
+        for name in positive:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ConfigError(f"unicast config: {name} must be a positive integer, got {value!r}")
+        mrt = self.max_retransmit_time_ms
+        if isinstance(mrt, bool) or not isinstance(mrt, int) or mrt < 0:
+            raise ConfigError(f"unicast config: max_retransmit_time_ms must be >= 0, got {mrt!r}",
+                              hint="0 disables the removal of send connections to non-members")
+        start = self.conn_id_start
+        if isinstance(start, bool) or not isinstance(start, int) or not 0 < start <= 0xFFFFFFFF:
+            raise ConfigError(f"unicast config: conn_id_start must be in 1..{0xFFFFFFFF}, got {start!r}")
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> "UnicastConfig":
+        """Build a config from a mapping (e.g. parsed env or YAML). Raises ConfigError for unknown keys."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ConfigError(f"unicast config: unknown setting(s) {', '.join(unknown)}",
+                              hint=f"known settings: {', '.join(sorted(known))}")
+        return cls(**dict(values))
+
+    def as_dict(self) -> dict[str, int]:
+        """The settings as a JSON-able dict (for `node_start` events and the control API)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}

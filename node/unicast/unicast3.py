@@ -1,0 +1,331 @@
+"""UNICAST3, the fixed protocol: conn_ids on every message, CLOSING connections, and the SYNC handshake.
+
+Per peer there is a send entry and a receive entry, each with a connection id (conn_id).
+- Sender: every DATA carries the conn_id; the first message of a connection carries first=true. Acks are
+  cumulative (the receiver's highest delivered seqno) and accepted only with the current conn_id and not
+  during a sync. The retransmit task (every xmit_interval) resends the highest unacked message when neither
+  the acked nor the sent seqno moved since the previous run (a lost last message or lost acks).
+- Receiver: DATA of its connection (or an earlier id of the same stream after a sync) goes into the window;
+  an ACK leaves after ack_threshold deliveries, otherwise with the next retransmit run, which also asks
+  (XMIT_REQ) for the gaps that were already there at the previous run. DATA with first=true and a newer
+  unknown conn_id starts a new window at its seqno; DATA of an older conn_id is dropped (a delayed copy: JGroups
+  would reset or resync here, splitlab uses the conn_id order instead); DATA without first and
+  without a window, or with a newer unknown conn_id, is dropped and answered by a SYNC (at most one per
+  sync_min_interval).
+- SYNC handshake (seed unicast3-receiver-sync-JGRP-1875): on SYNC the sender switches to a new conn_id, starts
+  discarding ACKs from that receiver and answers SYNC-OK(low, conn_id), low being its highest acked seqno.
+  The receiver sets its window to (low, conn_id) and answers SYNC-ACK, after which the sender trusts acks
+  again. A delayed ACK of the old connection is discarded because its conn_id no longer matches (JGRP-1873).
+  SYNC and SYNC-OK are repeated by the retransmit task until answered or sync_timeout passes.
+  The new conn_id is the next generation of the same stream (node.unicast.connid): a window following that
+  stream (an admin `sync`, or a SYNC whose trigger was overtaken by the first message) keeps what it delivered
+  and only skips what the sender no longer has; a missing window or one of another stream starts again at low.
+- Views: a view without the peer marks both entries CLOSING; traffic or the peer's return reopens them; an entry
+  CLOSING for conn_close_timeout is removed (the sender tells a peer that is still a member with CLOSE).
+  A send connection to a non-member whose unacked messages made no progress (no ack) for max_retransmit_time
+  is removed.
+- Requests: send, close (remove both entries at once, unilaterally; graceful=true: mark them CLOSING),
+  remove_receive, sync {peer} (admin).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from node.core import Deliver, Effect, Emit, Send
+from node.unicast.base import UnicastBase
+from node.unicast.config import UnicastConfig
+from node.unicast.connid import conn_older, next_generation, same_stream
+from node.unicast.entries import CLOSING, OPEN, ReceiveEntry, SendEntry
+from node.wire import (Message, UnicastAck, UnicastClose, UnicastData, UnicastSync, UnicastSyncAck, UnicastSyncOk,
+                       UnicastXmitReq, encode_message)
+
+
+@dataclass
+class _RxSync:
+    """A SYNC this member sent as receiver and for which no SYNC-OK came yet."""
+
+    started_s: float
+
+
+class Unicast3(UnicastBase):
+    """UNICAST3 with the seed's SYNC / SYNC-OK / SYNC-ACK handshake (see the module docstring)."""
+
+    NAME = "unicast3"
+
+    def __init__(self, local: str, config: UnicastConfig, members: Iterable[str] | None = None) -> None:
+        super().__init__(local, config, members)
+        self._rx_sync: dict[str, _RxSync] = {}
+        self._last_sync_tx_s: dict[str, float] = {}
+        self._close_s = config.conn_close_timeout_ms / 1000
+        self._sync_min_s = config.sync_min_interval_ms / 1000
+        self._sync_timeout_s = config.sync_timeout_ms / 1000
+        self._max_retransmit_s = config.max_retransmit_time_ms / 1000
+
+    def _make_data(self, entry: SendEntry, seqno: int, payload: bytes, first: bool | None) -> UnicastData:
+        return UnicastData(seqno, entry.conn_id, entry.is_first(seqno) if first is None else first, payload)
+
+    def _resync(self, direction: str, peer: str, kind: str, msg: Message, **extra: Any) -> Emit:
+        fields = {"proto": self.NAME, "peer": peer, "kind": kind, "bytes": len(encode_message(msg))}
+        fields.update(extra)
+        return Emit(f"resync_{direction}", fields)
+
+    # --- receiver side --------------------------------------------------------------------------------------
+    def _on_data(self, now_s: float, src: str, msg: UnicastData) -> list[Effect]:
+        out: list[Effect] = []
+        entry = self.recv_entries.get(src)
+        if entry is not None and entry.follows(msg.conn_id):
+            self._accept(src, entry, msg, out)
+            return out
+        if entry is not None and conn_older(msg.conn_id, entry.conn_id):
+            entry.counters["old_conn"] += 1  # a delayed message of an earlier connection
+            out.append(self._data_rx(src, msg, "wrong_conn"))
+            return out
+        if msg.first:
+            entry = self._new_recv_entry(src, msg.conn_id, msg.seqno - 1, out)
+            self._accept(src, entry, msg, out)
+            return out
+        # not first, and a conn_id newer than the window's (or no window): a new stream, or a sync not seen yet
+        self.counters["no_conn" if entry is None else "wrong_conn"] += 1
+        out.append(self._data_rx(src, msg, "no_conn" if entry is None else "wrong_conn"))
+        last = self._last_sync_tx_s.get(src)
+        if last is not None and now_s - last < self._sync_min_s:
+            self.counters["sync_suppressed"] += 1
+            return out
+        if src not in self._rx_sync:
+            self._rx_sync[src] = _RxSync(now_s)
+        self._send_sync(now_s, src, out)
+        return out
+
+    def _accept(self, src: str, entry: ReceiveEntry, msg: UnicastData, out: list[Effect]) -> None:
+        if entry.state == CLOSING:
+            self._reopen_recv(src, entry, out)
+        result, delivered = self._deliver_new(src, entry, msg, out)
+        if result != "new":
+            entry.ack_pending = True  # the sender resent something delivered: tell it again
+            return
+        if delivered:
+            entry.delivered_since_ack += delivered
+            if entry.delivered_since_ack >= self.config.ack_threshold:
+                self._send_ack(src, entry, out)
+
+    def _send_ack(self, peer: str, entry: ReceiveEntry, out: list[Effect]) -> None:
+        entry.ack_timestamp = (entry.ack_timestamp + 1) & 0xFFFFFFFF
+        entry.delivered_since_ack = 0
+        entry.ack_pending = False
+        seqno = entry.window.highest_delivered
+        out.append(Send(peer, UnicastAck(seqno, entry.conn_id, entry.ack_timestamp)))
+        out.append(Emit("ack_tx", {"proto": self.NAME, "to": peer, "seqno": seqno, "conn_id": entry.conn_id}))
+
+    def _send_sync(self, now_s: float, peer: str, out: list[Effect]) -> None:
+        self._last_sync_tx_s[peer] = now_s
+        msg = UnicastSync()
+        out.append(Send(peer, msg))
+        out.append(self._resync("tx", peer, "sync", msg))
+
+    def _on_sync_ok(self, now_s: float, src: str, msg: UnicastSyncOk) -> list[Effect]:
+        out: list[Effect] = [self._resync("rx", src, "sync_ok", msg, conn_id=msg.conn_id, low=msg.low)]
+        entry = self.recv_entries.get(src)
+        self._rx_sync.pop(src, None)
+        if entry is not None and same_stream(msg.conn_id, entry.conn_id):  # the window's own stream
+            if entry.follows(msg.conn_id):
+                pass  # a repeated SYNC-OK: our SYNC-ACK was lost, send it again
+            elif conn_older(msg.conn_id, entry.conn_id):
+                entry.counters["old_sync_ok"] += 1  # superseded by a later sync
+                return out
+            else:
+                self._keep_window(src, entry, msg, out)
+        elif entry is not None and conn_older(msg.conn_id, entry.conn_id):
+            entry.counters["old_sync_ok"] += 1  # about a stream older than the window's
+            return out
+        else:
+            self._new_recv_entry(src, msg.conn_id, msg.low, out)
+        ack = UnicastSyncAck(msg.conn_id)
+        out.append(Send(src, ack))
+        out.append(self._resync("tx", src, "sync_ack", ack, conn_id=msg.conn_id))
+        return out
+
+    def _keep_window(self, src: str, entry: ReceiveEntry, msg: UnicastSyncOk, out: list[Effect]) -> None:
+        """The window follows the sender's stream: adopt the new conn_id, skip what the sender no longer has."""
+        entry.adopt(msg.conn_id)
+        if entry.state == CLOSING:
+            entry.state = OPEN
+            entry.closing_since_s = None
+        out.append(self._conn_state(src, "recv", OPEN, msg.conn_id))
+        w = entry.window
+        if msg.low > w.highest_delivered:
+            held = sorted(s for s in w.buffered if s <= msg.low)
+            entry.counters["skipped"] += msg.low - w.highest_delivered - len(held)
+            for seqno in held:  # in order, across the gaps the sender can no longer fill
+                out.append(Deliver(src, w.buffered[seqno]))
+            entry.counters["delivered"] += len(held)
+            w.rebase(msg.low)
+            ready = w.drain()
+            for _seqno, payload in ready:
+                out.append(Deliver(src, payload))
+            entry.counters["delivered"] += len(ready)
+            entry.delivered_since_ack += len(held) + len(ready)
+            entry.ack_pending = True
+        entry.prev_highest_missing = None
+
+    def _on_close(self, now_s: float, src: str, msg: UnicastClose) -> list[Effect]:
+        entry = self.recv_entries.get(src)
+        if entry is None or not entry.follows(msg.conn_id):
+            self.counters["close_ignored"] += 1
+            return []
+        self._rx_sync.pop(src, None)
+        return self._remove_receive(now_s, src, "closed")
+
+    # --- sender side ----------------------------------------------------------------------------------------
+    def _on_ack(self, now_s: float, src: str, msg: UnicastAck) -> list[Effect]:
+        entry = self.send_entries.get(src)
+        accepted = (entry is not None and not entry.syncing and msg.conn_id == entry.conn_id
+                    and msg.seqno <= entry.window.highest_sent)
+        if accepted:
+            entry.window.purge_to(msg.seqno)
+            entry.last_ack_s = now_s
+            entry.counters["acks_accepted"] += 1
+        else:
+            self.counters["acks_discarded"] += 1
+            if entry is not None:
+                entry.counters["acks_discarded"] += 1
+        return [Emit("ack_rx", {"proto": self.NAME, "from": src, "seqno": msg.seqno, "conn_id": msg.conn_id,
+                                "action": "accepted" if accepted else "discarded"})]
+
+    def _on_xmit_req(self, now_s: float, src: str, msg: UnicastXmitReq) -> list[Effect]:
+        out: list[Effect] = []
+        entry = self.send_entries.get(src)
+        if entry is None:
+            # the connection is gone here: serve nothing and tell the receiver to drop its window
+            self._serve_xmit(src, None, msg.seqnos, out)
+            if msg.conn_id:
+                out.append(Send(src, UnicastClose(msg.conn_id)))
+            return out
+        if msg.conn_id and msg.conn_id not in entry.conn_ids:
+            entry.counters["xmit_reqs_discarded"] += 1  # asks for seqnos of another connection
+            out.append(Emit("xmit_req_rx", {"proto": self.NAME, "from": src, "seqnos": list(msg.seqnos),
+                                            "found": [], "missing": [], "action": "discarded"}))
+            return out
+        self._serve_xmit(src, entry, msg.seqnos, out)
+        return out
+
+    def _on_sync(self, now_s: float, src: str, msg: UnicastSync) -> list[Effect]:
+        out: list[Effect] = [self._resync("rx", src, "sync", msg)]
+        entry = self.send_entries.get(src)
+        if entry is None:
+            self.counters["sync_without_conn"] += 1  # our next message to src starts a new connection anyway
+            return out
+        if entry.state == CLOSING:
+            self._reopen_send(src, entry, out)
+        if not entry.syncing:
+            entry.new_conn_id(next_generation(entry.conn_id))
+            entry.syncing = True
+            entry.sync_started_s = now_s
+            entry.counters["syncs"] += 1
+            out.append(self._conn_state(src, "send", OPEN, entry.conn_id))
+        self._send_sync_ok(src, entry, out)
+        return out
+
+    def _send_sync_ok(self, peer: str, entry: SendEntry, out: list[Effect]) -> None:
+        msg = UnicastSyncOk(entry.window.low, entry.conn_id)
+        out.append(Send(peer, msg))
+        out.append(self._resync("tx", peer, "sync_ok", msg, conn_id=entry.conn_id, low=entry.window.low))
+
+    def _on_sync_ack(self, now_s: float, src: str, msg: UnicastSyncAck) -> list[Effect]:
+        out: list[Effect] = [self._resync("rx", src, "sync_ack", msg, conn_id=msg.conn_id)]
+        entry = self.send_entries.get(src)
+        if entry is not None and entry.syncing and msg.conn_id == entry.conn_id:
+            entry.syncing = False
+        return out
+
+    # --- requests, views, the retransmit task ---------------------------------------------------------------
+    def _request_sync(self, now_s: float, peer: str) -> list[Effect]:
+        """Admin: resynchronise the receive window for `peer` with its sender (second line of defence)."""
+        self._rx_sync[peer] = _RxSync(now_s)
+        out: list[Effect] = []
+        self._send_sync(now_s, peer, out)
+        return out
+
+    def _close(self, now_s: float, peer: str, graceful: bool = False) -> list[Effect]:
+        """Remove both entries at once, or with `graceful` mark them CLOSING (as a view without the peer)."""
+        if not graceful:
+            self._rx_sync.pop(peer, None)
+            return super()._close(now_s, peer)
+        out: list[Effect] = []
+        for direction, table in (("send", self.send_entries), ("recv", self.recv_entries)):
+            entry = table.get(peer)
+            if entry is not None and entry.state == OPEN:
+                entry.state = CLOSING
+                entry.closing_since_s = now_s
+                out.append(self._conn_state(peer, direction, CLOSING, entry.conn_id))
+        return out
+
+    def _remove_receive(self, now_s: float, peer: str, state: str) -> list[Effect]:
+        self._rx_sync.pop(peer, None)
+        return super()._remove_receive(now_s, peer, state)
+
+    def _view_changed(self, now_s: float) -> list[Effect]:
+        out: list[Effect] = []
+        for direction, table in (("send", self.send_entries), ("recv", self.recv_entries)):
+            for peer, entry in table.items():
+                member = self.is_member(peer)
+                if not member and entry.state == OPEN:
+                    entry.state = CLOSING
+                    entry.closing_since_s = now_s
+                    out.append(self._conn_state(peer, direction, CLOSING, entry.conn_id))
+                elif member and entry.state == CLOSING:
+                    entry.state = OPEN
+                    entry.closing_since_s = None
+                    out.append(self._conn_state(peer, direction, OPEN, entry.conn_id))
+        return out
+
+    def _needs_timer(self) -> bool:
+        if self._rx_sync:
+            return True
+        for entry in self.recv_entries.values():
+            w = entry.window
+            if (entry.ack_pending or entry.delivered_since_ack or w.highest_received > w.highest_delivered
+                    or entry.state == CLOSING):
+                return True
+        for entry in self.send_entries.values():
+            if entry.window.msgs or entry.syncing or entry.state == CLOSING:
+                return True
+        return False
+
+    def _xmit_task(self, now_s: float) -> list[Effect]:
+        out: list[Effect] = []
+        for peer, entry in list(self.recv_entries.items()):
+            if entry.state == CLOSING and now_s - entry.closing_since_s >= self._close_s:
+                out += super()._remove_receive(now_s, peer, "closed")
+                continue
+            if entry.ack_pending or entry.delivered_since_ack:
+                self._send_ack(peer, entry, out)
+            self._xmit_requests(peer, entry, entry.conn_id, out)
+        for peer, pending in list(self._rx_sync.items()):
+            if now_s - pending.started_s >= self._sync_timeout_s:
+                del self._rx_sync[peer]
+                self.counters["sync_timeouts"] += 1
+                out.append(Emit("resync_timeout", {"proto": self.NAME, "peer": peer, "side": "recv"}))
+            elif now_s - self._last_sync_tx_s.get(peer, float("-inf")) >= self._sync_min_s:
+                self._send_sync(now_s, peer, out)
+        for peer, entry in list(self.send_entries.items()):
+            if entry.state == CLOSING and now_s - entry.closing_since_s >= self._close_s:
+                del self.send_entries[peer]
+                if self.is_member(peer):
+                    out.append(Send(peer, UnicastClose(entry.conn_id)))
+                out.append(self._conn_state(peer, "send", "closed", entry.conn_id))
+                continue
+            if (self._max_retransmit_s and entry.window.msgs and not self.is_member(peer)
+                    and now_s - entry.last_ack_s >= self._max_retransmit_s):
+                del self.send_entries[peer]
+                out.append(self._conn_state(peer, "send", "removed", entry.conn_id))
+                continue
+            if entry.syncing:
+                if now_s - entry.sync_started_s >= self._sync_timeout_s:
+                    entry.syncing = False
+                    entry.counters["sync_timeouts"] += 1
+                    out.append(Emit("resync_timeout", {"proto": self.NAME, "peer": peer, "side": "send"}))
+                else:
+                    self._send_sync_ok(peer, entry, out)
+            self._tail_resend(peer, entry, out)
+        return out

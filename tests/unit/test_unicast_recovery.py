@@ -1,0 +1,228 @@
+"""Loss recovery and connection lifecycle of unicast3 (and where it matters, the legacy variants).
+
+protocols.md: dropped last message and dropped ACKs recover within a few xmit intervals; 50,000 messages with
+every other one discarded all arrive in order once retransmission runs; connections of a member that left are
+CLOSING, reopened by traffic or the member's return, removed after conn_close_timeout.
+"""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from node.sim import send_many, unicast_sim
+from node.unicast import UnicastConfig
+from node.wire import UnicastAck, UnicastClose, UnicastData, UnicastXmitReq
+
+LAYER = "unicast"
+XMIT_S = 0.1
+
+
+def uni(sim, member: str):
+    return sim.layer(member, LAYER)
+
+
+def settle(sim, max_s: float = 30.0) -> None:
+    assert sim.run_until_quiet(max_s), f"still busy after {max_s}s; {sim.repro()}"
+
+
+def test_fifty_thousand_messages_every_other_one_discarded() -> None:
+    started = time.perf_counter()
+    sim = unicast_sim("unicast3", ("a", "b"), seed=50_000)
+    sim.drop_matching("a", "b", UnicastData, where=lambda m: m.seqno % 2 == 0, count=25_000)
+    sent = send_many(sim, "a", "b", 50_000, "big")
+    assert sim.counters["fault_dropped"] == 25_000
+    assert len(sim.delivered("b", "a")) <= 1
+    assert sim.run_until_true(lambda: len(sim.deliveries["b"].get("a", ())) == 50_000, 10.0), sim.repro()
+    assert sim.delivered("b", "a") == sent, sim.repro()
+    settle(sim)
+    assert uni(sim, "a").send_entries["b"].window.msgs == {}
+    assert time.perf_counter() - started < 20.0
+
+
+@pytest.mark.parametrize("variant", ["unicast3", "unicast2", "unicast1"])
+def test_dropped_last_message_recovers_within_a_few_xmit_intervals(variant: str) -> None:
+    sim = unicast_sim(variant, ("a", "b"), seed=11)
+    sim.drop_next("a", "b", UnicastData, where=lambda m: m.seqno == 10)
+    sent = send_many(sim, "a", "b", 10)
+    sim.run_for(0.05)
+    assert sim.delivered("b", "a") == sent[:9]
+    assert sim.run_until_true(lambda: len(sim.delivered("b", "a")) == 10, 4 * XMIT_S), sim.repro()
+    assert sim.delivered("b", "a") == sent
+    settle(sim)
+    assert uni(sim, "a").send_entries["b"].window.msgs == {}
+
+
+def test_dropped_acks_recover_within_a_few_xmit_intervals() -> None:
+    sim = unicast_sim("unicast3", ("a", "b"), seed=12)
+    no_acks = sim.drop_matching("b", "a", UnicastAck)
+    sent = send_many(sim, "a", "b", 10)
+    sim.run_for(1.0)
+    assert sim.delivered("b", "a") == sent                           # delivered once, despite resends
+    assert len(uni(sim, "a").send_entries["b"].window) == 10          # but A never heard about it
+    assert len(sim.emitted("data_tx", node="a", resend=True)) >= 5
+    sim.remove_fault(no_acks)
+    assert sim.run_until_true(lambda: not uni(sim, "a").send_entries["b"].window.msgs, 4 * XMIT_S), sim.repro()
+    settle(sim)
+    assert sim.delivered("b", "a") == sent
+
+
+def test_ack_threshold_sends_an_ack_at_once() -> None:
+    sim = unicast_sim("unicast3", ("a", "b"), seed=13, config=UnicastConfig(ack_threshold=10))
+    send_many(sim, "a", "b", 25)
+    sim.run_for(0.01)                                   # well before the first retransmit run
+    assert [e["seqno"] for e in sim.emitted("ack_tx", node="b")] == [10, 20]
+    sim.run_for(0.2)
+    assert [e["seqno"] for e in sim.emitted("ack_tx", node="b")] == [10, 20, 25]
+
+
+def test_xmit_req_only_for_gaps_seen_in_the_previous_run() -> None:
+    """A gap that closes by itself (reordering) before the next run is never asked for."""
+    sim = unicast_sim("unicast3", ("a", "b"), seed=14)
+    # B's retransmit runs are at 0.101, 0.201, ...: the first one sees the gap, #3 arrives before the second
+    sim.delay_matching("a", "b", UnicastData, 0.15, where=lambda m: m.seqno == 3, count=1)
+    sent = send_many(sim, "a", "b", 6)
+    sim.run_for(0.12)
+    assert uni(sim, "b").recv_entries["a"].prev_highest_missing == 3
+    settle(sim)
+    assert sim.delivered("b", "a") == sent
+    assert not sim.emitted("xmit_req_tx")
+
+
+def test_gap_is_asked_for_exactly_from_the_second_run_on() -> None:
+    sim = unicast_sim("unicast3", ("a", "b"), seed=15)
+    sim.drop_next("a", "b", UnicastData, where=lambda m: m.seqno in (2, 3), count=2)
+    sent = send_many(sim, "a", "b", 5)
+    settle(sim)
+    assert sim.delivered("b", "a") == sent
+    reqs = sim.emitted("xmit_req_tx", node="b")
+    assert [r["seqnos"] for r in reqs] == [[2, 3]]
+    assert 0.15 < reqs[0]["ts"] <= 0.25              # the second run after the gap appeared
+
+
+# --- connection lifecycle ---------------------------------------------------------------------------------------
+def test_view_without_peer_marks_closing_and_removes_after_conn_close_timeout() -> None:
+    sim = unicast_sim("unicast3", ("a", "b"), seed=16, config=UnicastConfig(conn_close_timeout_ms=2_000))
+    send_many(sim, "a", "b", 3)
+    send_many(sim, "b", "a", 3)
+    settle(sim)
+    sim.install_view("a", ["a"])
+    states = {(e["dir"], e["state"]) for e in sim.emitted("conn_state", node="a")}
+    assert {("send", "closing"), ("recv", "closing")} <= states
+    sim.run_for(1.9)
+    assert "b" in uni(sim, "a").send_entries and "b" in uni(sim, "a").recv_entries
+    sim.run_for(0.3)
+    assert uni(sim, "a").send_entries == {} and uni(sim, "a").recv_entries == {}
+    closed = sim.emitted("conn_state", node="a", state="closed")
+    assert {e["dir"] for e in closed} == {"send", "recv"}
+    assert not [m for m in sim.emitted("conn_state", node="b") if m["state"] == "closed"]  # B not a member: no CLOSE
+
+
+def test_return_of_the_member_reopens() -> None:
+    sim = unicast_sim("unicast3", ("a", "b"), seed=17, config=UnicastConfig(conn_close_timeout_ms=2_000))
+    sent = send_many(sim, "a", "b", 3)
+    settle(sim)
+    conn = uni(sim, "a").send_entries["b"].conn_id
+    sim.install_view("a", ["a"])
+    sim.run_for(1.0)
+    sim.install_view("a", ["a", "b"])
+    sim.run_for(5.0)
+    entry = uni(sim, "a").send_entries["b"]
+    assert entry.state == "open" and entry.conn_id == conn
+    sent += send_many(sim, "a", "b", 3)
+    settle(sim)
+    assert sim.delivered("b", "a") == sent
+
+
+def test_traffic_reopens_a_closing_receive_window() -> None:
+    sim = unicast_sim("unicast3", ("a", "b"), seed=18, config=UnicastConfig(conn_close_timeout_ms=2_000))
+    sent = send_many(sim, "a", "b", 3)
+    settle(sim)
+    sim.install_view("b", ["b"])
+    assert uni(sim, "b").recv_entries["a"].state == "closing"
+    sent += send_many(sim, "a", "b", 3)
+    sim.run_for(0.5)
+    assert uni(sim, "b").recv_entries["a"].state == "open"
+    settle(sim)
+    assert sim.delivered("b", "a") == sent
+    assert not sim.emitted("resync_tx")
+
+
+def test_graceful_close_expires_and_tells_the_member_with_close() -> None:
+    """A connection closed gracefully while the peer is still a member is removed on the peer too (CLOSE)."""
+    sim = unicast_sim("unicast3", ("a", "b"), seed=19, config=UnicastConfig(conn_close_timeout_ms=1_000))
+    sent = send_many(sim, "a", "b", 3)
+    settle(sim)
+    sim.request("a", LAYER, "close", {"peer": "b", "graceful": True})
+    assert uni(sim, "a").send_entries["b"].state == "closing"
+    sim.run_for(0.9)
+    assert "b" in uni(sim, "a").send_entries and "a" in uni(sim, "b").recv_entries
+    sim.run_for(0.3)
+    assert "b" not in uni(sim, "a").send_entries
+    assert sim.emitted("conn_state", node="b", dir="recv", state="closed")
+    assert "a" not in uni(sim, "b").recv_entries
+    sent += send_many(sim, "a", "b", 3)               # a new connection afterwards
+    settle(sim)
+    assert sim.delivered("b", "a") == sent
+
+
+def test_xmit_req_for_a_removed_connection_is_answered_with_close() -> None:
+    sim = unicast_sim("unicast3", ("a", "b"), seed=20)
+    sim.drop_next("a", "b", UnicastData, where=lambda m: m.seqno == 2)
+    send_many(sim, "a", "b", 3)
+    sim.run_for(0.01)
+    sim.request("a", LAYER, "close", {"peer": "b"})   # A forgets: B's XMIT_REQ for #2 cannot be served
+    settle(sim)
+    assert sim.emitted("xmit_req_rx", node="a", missing=[2])
+    assert "a" not in uni(sim, "b").recv_entries      # CLOSE ended B's retransmission requests
+    assert len(sim.emitted("xmit_req_tx", node="b")) == 1
+
+
+def test_xmit_req_of_another_connection_is_discarded() -> None:
+    sim = unicast_sim("unicast3", ("a", "b"), seed=21)
+    send_many(sim, "a", "b", 3)
+    settle(sim)
+    sim.inject("b", "a", UnicastXmitReq(999, (1, 2)))
+    sim.run_for(0.1)
+    assert sim.emitted("xmit_req_rx", node="a", action="discarded")
+    assert not sim.emitted("data_tx", node="a", resend=True)
+
+
+def test_ack_with_another_conn_id_or_beyond_highest_sent_is_discarded() -> None:
+    sim = unicast_sim("unicast3", ("a", "b"), seed=22)
+    sim.partition("a", "b")
+    send_many(sim, "a", "b", 5)
+    conn = uni(sim, "a").send_entries["b"].conn_id
+    sim.inject("b", "a", UnicastAck(5, conn + 1, 1))
+    sim.inject("b", "a", UnicastAck(99, conn, 1))       # beyond what was sent
+    sim.run_for(0.01)
+    assert [e["action"] for e in sim.emitted("ack_rx", node="a")] == ["discarded", "discarded"]
+    assert len(uni(sim, "a").send_entries["b"].window) == 5
+
+
+def test_close_message_of_another_connection_is_ignored() -> None:
+    sim = unicast_sim("unicast3", ("a", "b"), seed=23)
+    send_many(sim, "a", "b", 3)
+    settle(sim)
+    sim.inject("a", "b", UnicastClose(12345))
+    sim.run_for(0.01)
+    assert "a" in uni(sim, "b").recv_entries
+
+
+def test_delayed_first_message_of_an_older_connection_is_dropped() -> None:
+    """A stray copy of the first message of a connection A has since replaced must not reset B's window."""
+    sim = unicast_sim("unicast3", ("a", "b"), seed=24)
+    old = send_many(sim, "a", "b", 3, "old")
+    settle(sim)
+    old_conn = uni(sim, "b").recv_entries["a"].conn_id
+    sim.request("a", LAYER, "close", {"peer": "b"})
+    new = send_many(sim, "a", "b", 3, "new")
+    settle(sim)
+    new_conn = uni(sim, "b").recv_entries["a"].conn_id
+    sim.inject("a", "b", UnicastData(1, old_conn, True, old[0]))
+    sim.inject("a", "b", UnicastData(2, old_conn, False, old[1]))
+    settle(sim)
+    assert sim.delivered("b", "a") == old + new
+    assert uni(sim, "b").recv_entries["a"].conn_id == new_conn
+    assert len(sim.emitted("data_rx", node="b", action="wrong_conn")) == 2
+    assert not sim.emitted("resync_tx")
