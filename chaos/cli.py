@@ -1,4 +1,5 @@
-"""The `splitlab` command: cluster lifecycle (up, down, ps), images, doctor, demo and analysis.
+"""The `splitlab` command: cluster lifecycle (up, down, ps), images, doctor, faults (chaos, heal), demo and
+analysis.
 
 Exit codes: 0 success, 1 the environment or a check failed, 2 bad usage. Errors are one clear line with a hint.
 """
@@ -77,7 +78,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     def present() -> dict[str, bool]:
         return {s.tag: s.present for s in images.status()}
 
-    checks = doctor.run_checks(doctor.system_probe, present, Path.cwd())
+    checks = doctor.run_checks(doctor.system_probe, present, Path.cwd(), doctor.nfqueue_binding_error())
     table = Table(title="splitlab doctor")
     for col in ("capability", "status", "detail", "hint"):
         table.add_column(col)
@@ -87,7 +88,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     console.print(table)
     by_name = {c.name: c for c in checks}
     backends = doctor.fault_backends(by_name["sch_netem (tc netem)"], by_name["NFQUEUE"])
-    console.print("fault backends: " + ", ".join(f"{k} -> {v}" for k, v in backends.items()))
+    console.print("fault backends on this machine:")
+    for fault, backend in backends.items():
+        console.print(f"  {fault}: {backend}")
     ok = doctor.can_run(checks)
     console.print("the testbed can run" if ok else "[red]the testbed cannot run: fix what is missing above[/]")
     return 0 if ok else 1
@@ -104,6 +107,18 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from chaos import demo
 
     return demo.main(_log)
+
+
+def cmd_chaos(args: argparse.Namespace) -> int:
+    from chaos import chaoscli
+
+    return chaoscli.main(args.rest)
+
+
+def cmd_heal(args: argparse.Namespace) -> int:
+    from chaos import chaoscli
+
+    return chaoscli.heal_main(args.rest)
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
@@ -144,6 +159,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", help="the main demonstration")
     p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("chaos", help="network and process faults: partition, heal, slow, fast, flaky, shape, "
+                       "msg-fault, inject, capture, pause, resume, kill, start", add_help=False)
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.set_defaults(func=cmd_chaos)
+
+    p = sub.add_parser("heal", help="undo every fault the run's ledger lists (also after a crash)", add_help=False)
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.set_defaults(func=cmd_heal)
 
     p = sub.add_parser("analyze", help="analyse a run's history with Spark", add_help=False)
     p.add_argument("rest", nargs=argparse.REMAINDER)

@@ -254,7 +254,11 @@ def down(run_id: str, log: Log = _quiet) -> None:
         raise UsageError(f"no run {run_id!r}", hint="see 'splitlab ps'")
     compose_file = None
     if ctrs:
-        compose_file = Path(ctrs[0].labels.get(LABEL_DIR, "")) / "docker-compose.yml"
+        run_dir = Path(ctrs[0].labels.get(LABEL_DIR, ""))
+        compose_file = run_dir / "docker-compose.yml"
+        from chaos.net import heal_run  # heal first: shaper processes and paused nodes go before the containers
+
+        heal_run(run_dir, run_id, log=log, verify=False, missing_ok=True)
     _remove(client, run_id, compose_command(), compose_file)
     log(f"run {run_id}: removed {len(ctrs)} container(s) and {len(nets)} network(s)")
 

@@ -77,7 +77,7 @@ def check_iptables_netns(probe: Probe) -> Check:
 
 
 def check_netem(probe: Probe) -> Check:
-    script = ("ip link add sl-doctor type dummy && ip link set sl-doctor up && "
+    script = ("ip link add sl-doctor type veth peer name sl-doctor-peer && ip link set sl-doctor up && "
               "tc qdisc add dev sl-doctor root netem delay 1ms")
     rc, out = probe(["unshare", "--net", "sh", "-c", script])
     if rc == 0:
@@ -87,12 +87,25 @@ def check_netem(probe: Probe) -> Check:
                  "not needed: the NFQUEUE shaper serves every link fault", required=False)
 
 
-def check_nfqueue(probe: Probe) -> Check:
+def check_nfqueue(probe: Probe, binding_error: str | None = None) -> Check:
+    """The kernel's NFQUEUE target and the shaper's Python binding (`binding_error`: why it cannot import)."""
     rc, out = probe(["unshare", "--net", "iptables", "-w", "-A", "OUTPUT", "-p", "udp", "-j", "NFQUEUE",
                      "--queue-num", "7", "--queue-bypass"])
-    if rc == 0:
-        return Check("NFQUEUE", True, "userspace shaper and protocol-aware faults available")
-    return Check("NFQUEUE", False, _first_line(out), "the kernel needs nfnetlink_queue / xt_NFQUEUE")
+    if rc != 0:
+        return Check("NFQUEUE", False, _first_line(out), "the kernel needs nfnetlink_queue / xt_NFQUEUE")
+    if binding_error:
+        return Check("NFQUEUE", False, f"the kernel has NFQUEUE, but {binding_error}",
+                     "pip install NetfilterQueue (needs libnetfilter-queue-dev and a C compiler)")
+    return Check("NFQUEUE", True, "userspace shaper and protocol-aware faults available")
+
+
+def nfqueue_binding_error() -> str | None:
+    """Why the shaper's NFQUEUE binding cannot be imported, or None when it can."""
+    try:
+        import netfilterqueue  # noqa: F401
+    except ImportError as exc:
+        return str(exc)
+    return None
 
 
 def check_java(probe: Probe) -> Check:
@@ -112,18 +125,21 @@ def check_disk(free_bytes: int, where: Path) -> Check:
 
 
 def fault_backends(netem: Check, nfqueue: Check) -> dict[str, str]:
-    """Which backend serves each link fault on this machine."""
-    link = "netem" if netem.ok else ("nfqueue" if nfqueue.ok else "none")
-    return {"partition": "iptables", "loss": "iptables statistic" if link == "none" else link,
-            "delay/jitter": link, "duplication": link, "reordering": link, "corruption": link,
-            "protocol-aware faults": "nfqueue" if nfqueue.ok else "none"}
+    """Which backend serves each fault on this machine."""
+    link = "netem" if netem.ok else ("nfqueue (userspace shaper, seeded)" if nfqueue.ok else "none")
+    return {"partition": "iptables (chain SL-<run> in INPUT)",
+            "delay/jitter, duplication, reordering, corruption, rate": link,
+            "loss": link if link != "none" else "iptables statistic (kernel RNG, not seeded)",
+            "protocol-aware faults": "nfqueue + scapy" if nfqueue.ok else "none",
+            "injection, replay, capture": "raw/packet sockets in the node namespace"}
 
 
 def can_run(checks: list[Check]) -> bool:
     return all(c.ok for c in checks if c.required)
 
 
-def run_checks(probe: Probe, images_present: Callable[[], dict[str, bool]], disk_path: Path) -> list[Check]:
+def run_checks(probe: Probe, images_present: Callable[[], dict[str, bool]], disk_path: Path,
+               binding_error: str | None = None) -> list[Check]:
     """Every check in order; image status is asked only when Docker answers."""
     docker_check = check_docker(probe)
     checks = [docker_check, check_compose(probe)]
@@ -131,7 +147,7 @@ def run_checks(probe: Probe, images_present: Callable[[], dict[str, bool]], disk
         checks.append(check_images(images_present()))
     else:
         checks.append(Check("images built", False, "Docker not reachable", "start Docker, then make images"))
-    checks += [check_iptables_netns(probe), check_netem(probe), check_nfqueue(probe), check_java(probe)]
+    checks += [check_iptables_netns(probe), check_netem(probe), check_nfqueue(probe, binding_error), check_java(probe)]
     path = disk_path if disk_path.exists() else Path("/")
     checks.append(check_disk(shutil.disk_usage(path).free, path))
     return checks

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the host packages splitlab needs when they are missing (Debian/Ubuntu, as root):
 # debootstrap (base image), iptables and iproute2 (faults), util-linux (nsenter/unshare),
-# libnetfilter-queue-dev (the NFQUEUE shaper), a Java runtime for Spark, python3-venv.
+# libnetfilter-queue-dev, gcc and Python headers (the NFQUEUE shaper's binding), a Java runtime for Spark,
+# python3-venv.
 set -euo pipefail
 need=()
 have_cmd() { command -v "$1" >/dev/null 2>&1; }
@@ -13,6 +14,9 @@ have_cmd tc || need+=(iproute2)
 have_cmd nsenter || need+=(util-linux)
 have_pkg libnetfilter-queue-dev || need+=(libnetfilter-queue-dev)
 have_cmd java || need+=(default-jre-headless)
+have_cmd gcc || need+=(gcc)  # NetfilterQueue (the shaper's binding) builds a C extension
+python3 -c 'import os, sysconfig; assert os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h"))' \
+  >/dev/null 2>&1 || need+=(python3-dev)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 if ! have_cmd docker-compose && ! docker compose version >/dev/null 2>&1; then need+=(docker-compose); fi
 if [ ${#need[@]} -eq 0 ]; then

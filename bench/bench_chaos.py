@@ -1,0 +1,90 @@
+"""The chaos controller: partition apply and heal time for 3, 5 and 10 nodes (target <= 50 ms for 5) next to
+the spine's original per-node commands, and the NFQUEUE shaper's throughput and delay error at 10 ms next to
+unshaped traffic, all measured in the same run on the same containers."""
+from __future__ import annotations
+
+import statistics
+import time
+
+from chaos import cluster, grudge, partition, probe
+from chaos.ledger import Ledger
+from chaos.net import Net
+
+DELAY_MS = 10.0
+
+
+def _timed(fn) -> float:
+    started = time.perf_counter()
+    fn()
+    return (time.perf_counter() - started) * 1000
+
+
+def _partition_rows(count: int, rounds: int) -> list[dict]:
+    run = cluster.up(count)
+    try:
+        namespaces = cluster.namespaces(run)
+        ips = {n.name: n.data_ip for n in run.nodes}
+        cut = grudge.bisect(run.names)
+        ledger = Ledger(run.run_dir)
+        ours_apply, ours_heal, old_apply, old_heal = [], [], [], []
+        for _ in range(rounds):
+            ours_apply.append(_timed(lambda: partition.apply(run.run_id, cut, namespaces, ips, ledger=ledger)))
+            ours_heal.append(_timed(lambda: partition.heal(run.run_id, namespaces, ledger=ledger)))
+            old_apply.append(_timed(lambda: partition.apply(run.run_id, cut, namespaces, ips)))
+            old_heal.append(_timed(lambda: partition.heal(run.run_id, namespaces)))
+    finally:
+        Ledger(run.run_dir).heal()
+        cluster.down(run.run_id)
+    rows = []
+    for what, ours, old in (("apply", ours_apply, old_apply), ("heal", ours_heal, old_heal)):
+        value, base = statistics.median(ours), statistics.median(old)
+        target = "; target <= 50 ms" if count == 5 else ""
+        rows.append({"name": f"partition {what}, {count} nodes (bisect)", "value": value, "unit": "ms",
+                     "baseline": base, "ratio": value / base,
+                     "note": f"ledger + one iptables-restore per node; baseline: the spine's per-node commands, "
+                             f"no ledger; median of {rounds}{target}"})
+    return rows
+
+
+def _throughput(src: probe.Endpoint, dst: probe.Endpoint, count: int) -> float:
+    """Packets per second received when `count` probes are sent back to back."""
+    started = time.monotonic()
+    stats = probe.measure(src, dst, count=count, interval_ms=0.0, settle_ms=DELAY_MS * 5)
+    return stats.received / (time.monotonic() - started - DELAY_MS * 5 / 1000)
+
+
+def _shaper_rows(quick: bool) -> list[dict]:
+    run = cluster.up(3)
+    count = 3000 if quick else 20000
+    try:
+        eps = {n.name: probe.Endpoint(n.name, n.pid, n.data_ip) for n in run.nodes}
+        plain_pps = _throughput(eps["n1"], eps["n3"], count)
+        plain = probe.measure(eps["n1"], eps["n3"], count=2000, interval_ms=1)
+        with Net(run, seed=1, verify=False) as net:
+            net.slow(DELAY_MS, links=[("n1", "n2")])
+            shaped_pps = _throughput(eps["n1"], eps["n2"], count)
+            shaped = probe.measure(eps["n1"], eps["n2"], count=2000, interval_ms=1)
+    finally:
+        Ledger(run.run_dir).heal()
+        cluster.down(run.run_id)
+    errors = sorted(abs(d - DELAY_MS) for d in shaped.delays_ms)
+    pick = lambda xs, pct: xs[min(len(xs) - 1, int(round(pct / 100 * (len(xs) - 1))))]  # noqa: E731
+    plain_sorted = sorted(plain.delays_ms)
+    rows = [{"name": f"shaper throughput at {DELAY_MS:g} ms delay", "value": shaped_pps, "unit": "pkt/s",
+             "baseline": plain_pps, "ratio": shaped_pps / plain_pps,
+             "note": f"{count} probes back to back from one namespace; baseline: the same, unshaped link"}]
+    for pct in (50, 99):
+        value, base = pick(errors, pct), pick(plain_sorted, pct)
+        rows.append({"name": f"delay error p{pct} at {DELAY_MS:g} ms", "value": value, "unit": "ms",
+                     "baseline": base, "ratio": value / base if base else None,
+                     "note": f"|one-way delay - {DELAY_MS:g} ms| at 1000 pkt/s; baseline: p{pct} one-way "
+                             f"latency of the unshaped link (the probe's own error); mean "
+                             f"{shaped.mean_delay_ms:.2f} ms"})
+    return rows
+
+
+def run(quick: bool) -> list[dict]:
+    rows = []
+    for count in ((3, 5) if quick else (3, 5, 10)):
+        rows += _partition_rows(count, 3 if quick else 7)
+    return rows + _shaper_rows(quick)

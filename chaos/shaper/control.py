@@ -1,0 +1,146 @@
+"""The controller side of the shaper: run one shaper process per node namespace and send that node's data
+traffic toward the shaped peers to it, with everything recorded in the ledger before it happens.
+
+Per node there are two ledger entries: the process (`shaper-proc`, ended by SIGTERM, which releases what it
+holds) and the queue chain `SLQ-<run>` hooked into OUTPUT (one `iptables-restore` creates chain and hook, one
+removes both). The chain first lets the shaper's own packets (bypass mark) through, then sends UDP toward each
+shaped peer's data address to the queue with `--queue-bypass`, so traffic flows unshaped rather than stopping
+if the shaper is not there. Control traffic goes to other addresses and is never queued.
+"""
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from chaos.ledger import Entry, Ledger, in_netns, process_start_ticks
+from chaos.netns import Netns
+from chaos.shaper.spec import ShaperSpec
+from node.errors import EnvironmentProblem, UsageError
+
+GROUP = "shaper"
+START_TIMEOUT_S = 10.0
+RELOAD_TIMEOUT_S = 5.0
+
+
+def chain_name(run_id: str) -> str:
+    name = f"SLQ-{run_id}"
+    if len(name) > 28:
+        raise UsageError(f"run id {run_id!r} is too long for an iptables chain name")
+    return name
+
+
+def queue_input(chain: str, spec: ShaperSpec, hook: bool) -> str:
+    """`iptables-restore --noflush` input making `chain` queue exactly the spec's destinations."""
+    lines = ["*filter", f":{chain} - [0:0]", f"-A {chain} -m mark --mark {spec.mark:#x} -j RETURN"]
+    lines += [f"-A {chain} -d {ip}/32 -p udp -j NFQUEUE --queue-num {spec.queue_num} --queue-bypass"
+              for ip in spec.destinations]
+    if hook:
+        lines.append(f"-I OUTPUT 1 -j {chain}")
+    return "\n".join(lines + ["COMMIT"]) + "\n"
+
+
+def remove_input(chain: str) -> str:
+    return f"*filter\n-D OUTPUT -j {chain}\n:{chain} - [0:0]\n-X {chain}\nCOMMIT\n"
+
+
+def spec_path(run_dir: Path, node: str) -> Path:
+    return Path(run_dir) / "chaos" / f"shaper-{node}.json"
+
+
+def _chain_entry(run_id: str, ns: Netns) -> Entry:
+    chain = chain_name(run_id)
+    return Entry(group=GROUP, key=f"shaper-chain:{ns.inode}:{chain}", node=ns.node, pid=ns.pid, netns_ino=ns.inode,
+                 what=f"iptables chain {chain} (NFQUEUE to the shaper) hooked in OUTPUT",
+                 undo=[{"argv": in_netns(ns.pid, ["iptables-restore", "-w", "--noflush"]),
+                        "input": remove_input(chain)}],
+                 present={"argv": in_netns(ns.pid, ["iptables", "-w", "-C", "OUTPUT", "-j", chain])})
+
+
+def _process_entry(ns: Netns, marker: str) -> Entry:
+    return Entry(group=GROUP, key=f"shaper-proc:{ns.inode}", node=ns.node, pid=ns.pid, netns_ino=ns.inode,
+                 what=f"NFQUEUE shaper process for {ns.node} (marker {marker}); undone by SIGTERM",
+                 process={"marker": marker})
+
+
+def running(ledger: Ledger, ns: Netns) -> Entry | None:
+    """The outstanding shaper-process entry of `ns` whose process still runs, or None."""
+    for entry in ledger.outstanding(lambda e: e.key == f"shaper-proc:{ns.inode}"):
+        proc = entry.process or {}
+        if proc.get("pid") and process_start_ticks(proc["pid"]) == proc.get("start_ticks"):
+            return entry
+    return None
+
+
+def _start(ledger: Ledger, ns: Netns, path: Path) -> Entry:
+    marker = uuid.uuid4().hex[:16]
+    entry = ledger.record(_process_entry(ns, marker))
+    if entry.process and entry.process.get("marker") != marker:  # a dead one's entry: settle it, record anew
+        ledger.heal(lambda e: e.id == entry.id)
+        entry = ledger.record(_process_entry(ns, marker))
+    log_path = path.with_suffix(".log")
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(in_netns(ns.pid, [sys.executable, "-m", "chaos.shaper", "--spec", str(path),
+                                                  "--marker", marker]),
+                                stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
+    ledger.started(entry, proc.pid)
+    ready, _, _ = select.select([proc.stdout], [], [], START_TIMEOUT_S)
+    line = proc.stdout.readline().decode(errors="replace").strip() if ready else ""
+    proc.stdout.close()
+    if not line.startswith("ready"):
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        tail = log_path.read_text(errors="replace")[-1500:] if log_path.exists() else ""
+        raise EnvironmentProblem(f"the shaper for {ns.node} did not start within {START_TIMEOUT_S:g} s:\n{tail}",
+                                 hint="is NetfilterQueue installed in the controller's environment? "
+                                      "'splitlab doctor' checks NFQUEUE")
+    return entry
+
+
+def _reload(entry: Entry, path: Path, generation: int) -> None:
+    gen_path = path.with_name(path.name + ".gen")
+    os.kill(entry.process["pid"], signal.SIGHUP)
+    deadline = time.monotonic() + RELOAD_TIMEOUT_S
+    while time.monotonic() < deadline:
+        try:
+            if int(gen_path.read_text() or 0) >= generation:
+                return
+        except (FileNotFoundError, ValueError):
+            pass  # written atomically; a missing or empty file means "not yet"
+        time.sleep(0.005)
+    raise EnvironmentProblem(f"the shaper for {entry.node} did not load generation {generation} within "
+                             f"{RELOAD_TIMEOUT_S:g} s", hint=f"see {path.with_suffix('.log')}")
+
+
+def ensure(ledger: Ledger, ns: Netns, spec: ShaperSpec) -> None:
+    """Make `ns`'s node shaped exactly as `spec` says: start or reload its shaper, then set its queue chain.
+
+    Raises `EnvironmentProblem` when the shaper does not start or reload, `CommandFailed` when iptables refuses.
+    """
+    path = spec_path(ledger.run_dir, ns.node)
+    entry = running(ledger, ns)
+    if entry is not None:
+        previous = ShaperSpec.from_json(path.read_text())
+        spec.generation = previous.generation + 1
+    spec.write(path)
+    if entry is None:
+        _start(ledger, ns, path)
+    else:
+        _reload(entry, path, spec.generation)
+    chain_entry = _chain_entry(spec.run_id, ns)
+    hooked = any(e.key == chain_entry.key for e in ledger.outstanding(lambda e: e.group == GROUP))
+    ledger.record(chain_entry)
+    ns.exec(["iptables-restore", "-w", "--noflush"], input_text=queue_input(chain_name(spec.run_id), spec,
+                                                                             hook=not hooked))
+
+
+def stop(ledger: Ledger, node: str | None = None) -> int:
+    """End the shaping of `node` (every node when None): chain first, then the process. Returns entries undone."""
+    report = ledger.heal(lambda e: e.group == GROUP and (node is None or e.node == node))
+    return len(report.settled)

@@ -1,0 +1,90 @@
+"""IPv4/UDP packets as bytes: parse the parts the shaper needs, rebuild with a new UDP payload, flip a bit.
+
+The shaper sees whole IP packets (NFQUEUE copies them from the kernel, checksums complete). Every function
+here is pure and returns new bytes with correct IP and UDP checksums.
+"""
+from __future__ import annotations
+
+import random
+import socket
+import struct
+from dataclasses import dataclass
+
+UDP_PROTO = 17
+
+
+@dataclass(frozen=True)
+class UdpPacket:
+    """The parts of an IPv4/UDP packet the shaper looks at; `raw` is the whole packet."""
+
+    src: str
+    dst: str
+    sport: int
+    dport: int
+    payload: bytes
+    header_len: int  # IP header length in bytes
+    raw: bytes
+
+
+def parse(raw: bytes) -> UdpPacket | None:
+    """The UDP view of an IPv4 packet, or None for anything else (other protocols, fragments, truncation)."""
+    if len(raw) < 28 or raw[0] >> 4 != 4 or raw[9] != UDP_PROTO:
+        return None
+    ihl = (raw[0] & 0x0F) * 4
+    flags_frag = struct.unpack_from("!H", raw, 6)[0]
+    if flags_frag & 0x3FFF or len(raw) < ihl + 8:  # a fragment, or no room for the UDP header
+        return None
+    sport, dport, length = struct.unpack_from("!HHH", raw, ihl)
+    payload = raw[ihl + 8:ihl + length] if length >= 8 else b""
+    return UdpPacket(socket.inet_ntoa(raw[12:16]), socket.inet_ntoa(raw[16:20]), sport, dport, payload, ihl, raw)
+
+
+def _sum16(data: bytes) -> int:
+    if len(data) % 2:
+        data += b"\0"
+    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return total
+
+
+def checksum(data: bytes) -> int:
+    return ~_sum16(data) & 0xFFFF
+
+
+def udp_checksum(src: bytes, dst: bytes, udp: bytes) -> int:
+    """The UDP checksum over the pseudo header and `udp` (whose checksum field is zero); 0 becomes 0xFFFF."""
+    pseudo = src + dst + struct.pack("!BBH", 0, UDP_PROTO, len(udp))
+    value = checksum(pseudo + udp)
+    return value or 0xFFFF
+
+
+def with_payload(pkt: UdpPacket, payload: bytes) -> bytes:
+    """`pkt` carrying `payload` instead, IP total length, UDP length and both checksums recomputed."""
+    header = bytearray(pkt.raw[:pkt.header_len])
+    udp = bytearray(struct.pack("!HHHH", pkt.sport, pkt.dport, 8 + len(payload), 0) + payload)
+    struct.pack_into("!H", udp, 6, udp_checksum(bytes(header[12:16]), bytes(header[16:20]), bytes(udp)))
+    struct.pack_into("!H", header, 2, len(header) + len(udp))
+    struct.pack_into("!H", header, 10, 0)
+    struct.pack_into("!H", header, 10, checksum(bytes(header)))
+    return bytes(header) + bytes(udp)
+
+
+def flip_bit(pkt: UdpPacket, rng: random.Random) -> bytes:
+    """`pkt` with one random bit of its UDP payload flipped and the checksum made right again, so the corrupt
+    datagram reaches the node's decoder instead of dying at the receiver's checksum check."""
+    if not pkt.payload:
+        return pkt.raw
+    data = bytearray(pkt.payload)
+    bit = rng.randrange(len(data) * 8)
+    data[bit // 8] ^= 1 << (bit % 8)
+    return with_payload(pkt, bytes(data))
+
+
+def build(src: str, dst: str, sport: int, dport: int, payload: bytes, ttl: int = 64) -> bytes:
+    """A fresh IPv4/UDP packet (for forged datagrams sent on a raw socket)."""
+    header = bytearray(struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + 8 + len(payload), 0, 0x4000, ttl, UDP_PROTO, 0,
+                                   socket.inet_aton(src), socket.inet_aton(dst)))
+    struct.pack_into("!H", header, 10, checksum(bytes(header)))
+    pkt = UdpPacket(src, dst, sport, dport, b"", 20, bytes(header) + b"\0" * 8)
+    return with_payload(pkt, payload)

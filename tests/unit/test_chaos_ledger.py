@@ -1,0 +1,117 @@
+"""The ledger (chaos.ledger): recorded before applying, healed exactly once, processes ended safely.
+
+Commands here are harmless programs (true/false/sh) and a sleeping child process; no root needed.
+"""
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from chaos.ledger import Entry, Ledger, find_marked_process, process_start_ticks
+from node.errors import CommandFailed
+
+
+def entry(key, undo, present=None, **kw):
+    return Entry(group="test", key=key, what=f"thing {key}", undo=undo, present=present, **kw)
+
+
+def lines(ledger):
+    return [json.loads(line) for line in ledger.path.read_text().splitlines()]
+
+
+def test_record_is_written_first_and_deduplicated_by_key(tmp_path):
+    ledger = Ledger(tmp_path)
+    first = ledger.record(entry("a", [["true"]]))
+    again = ledger.record(entry("a", [["false"]]))
+    assert again.id == first.id and again.undo == [["true"]]
+    assert [line["op"] for line in lines(ledger)] == ["apply"]
+    assert [e.key for e in ledger.outstanding()] == ["a"]
+
+
+def test_heal_undoes_newest_first_once_and_is_idempotent(tmp_path):
+    order = tmp_path / "order"
+    ledger = Ledger(tmp_path)
+    for key in ("a", "b"):
+        ledger.record(entry(key, [["sh", "-c", f"echo {key} >> {order}"]]))
+    report = ledger.heal()
+    assert order.read_text().split() == ["b", "a"]
+    assert sorted(report.settled.values()) == ["undone", "undone"]
+    assert ledger.outstanding() == []
+    assert ledger.heal().settled == {}  # nothing left to do
+    assert order.read_text().split() == ["b", "a"]
+
+
+def test_undo_with_stdin_and_select(tmp_path):
+    out = tmp_path / "out"
+    ledger = Ledger(tmp_path)
+    ledger.record(entry("x", [{"argv": ["sh", "-c", f"cat > {out}"], "input": "hello\n"}]))
+    ledger.record(Entry(group="other", key="y", what="y", undo=[["true"]]))
+    ledger.heal(lambda e: e.group == "test")
+    assert out.read_text() == "hello\n"
+    assert [e.key for e in ledger.outstanding()] == ["y"]
+
+
+def test_failed_undo_is_fine_only_when_the_thing_is_absent(tmp_path):
+    ledger = Ledger(tmp_path)
+    ledger.record(entry("gone", [["false"]], present={"argv": ["false"]}))
+    assert list(ledger.heal().settled.values()) == ["absent"]
+    ledger.record(entry("stuck", [["false"]], present={"argv": ["sh", "-c", "echo yes"], "stdout": "yes"}))
+    ledger.record(entry("fine", [["true"]]))
+    with pytest.raises(CommandFailed):
+        ledger.heal()
+    assert [e.key for e in ledger.outstanding()] == ["stuck"]  # the others were still settled
+
+
+def test_namespace_gone_is_settled_without_running_anything(tmp_path):
+    ledger = Ledger(tmp_path)
+    ledger.record(entry("ns", [["false"]], pid=2 ** 22 + 7, netns_ino=1))  # no such pid
+    assert list(ledger.heal().settled.values()) == ["namespace-gone"]
+
+
+def test_a_cut_last_line_is_ignored(tmp_path):
+    ledger = Ledger(tmp_path)
+    ledger.record(entry("a", [["true"]]))
+    with open(ledger.path, "a") as fh:
+        fh.write('{"op": "apply", "id": "tr')
+    assert [e.key for e in ledger.outstanding()] == ["a"]
+
+
+def sleeper(marker):
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "--marker", marker])
+
+
+def test_process_entries_are_ended_by_pid_and_start_time(tmp_path):
+    ledger = Ledger(tmp_path)
+    proc = sleeper("m-1")
+    e = ledger.record(Entry(group="test", key="p", what="sleeper", process={"marker": "m-1"}))
+    ledger.started(e, proc.pid)
+    assert ledger.outstanding()[0].process["start_ticks"] == process_start_ticks(proc.pid)
+    assert list(ledger.heal().settled.values()) == ["undone"]
+    assert proc.wait(timeout=5) is not None
+
+
+def test_a_process_whose_pid_was_never_noted_is_found_by_its_marker(tmp_path):
+    ledger = Ledger(tmp_path)
+    ledger.record(Entry(group="test", key="p", what="sleeper", process={"marker": "m-2"}))
+    proc = sleeper("m-2")  # the controller died between starting it and noting its pid
+    deadline = time.monotonic() + 5
+    while find_marked_process("m-2") != proc.pid:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert list(ledger.heal().settled.values()) == ["undone"]
+    proc.wait(timeout=5)
+
+
+def test_a_reused_pid_is_not_killed(tmp_path):
+    ledger = Ledger(tmp_path)
+    proc = sleeper("m-3")
+    e = ledger.record(Entry(group="test", key="p", what="sleeper", process={"marker": "m-3"}))
+    e.process = {"marker": "m-3"}
+    with ledger._locked():  # as if the pid now belonged to a process started at another time
+        ledger._append([{"op": "started", "id": e.id, "pid": proc.pid, "start_ticks": 1}])
+    assert list(ledger.heal().settled.values()) == ["process-gone"]
+    assert proc.poll() is None
+    proc.kill()
+    proc.wait()

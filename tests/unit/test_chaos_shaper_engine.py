@@ -1,0 +1,132 @@
+"""The shaper's pure parts: IPv4/UDP bytes, message rules and the seeded per-packet engine."""
+import random
+import socket
+import statistics
+import struct
+
+import pytest
+
+from chaos.grudge import LinkFault
+from chaos.shaper import ipv4
+from chaos.shaper.engine import Engine
+from chaos.shaper.msgrules import DROP, DUPLICATE, PASS, MsgRule, RuleBook, parse_action
+from chaos.shaper.spec import ShaperSpec, derive_seed
+from node import wire
+from node.errors import UsageError
+
+A, B, C = "10.9.0.2", "10.9.0.3", "10.9.0.4"
+CID = wire.cluster_id_of("r")
+NAMES = {A: "n1", B: "n2", C: "n3"}
+
+
+def udp(payload: bytes, dst: str = B) -> bytes:
+    return ipv4.build(A, dst, 7100, 7100, payload)
+
+
+def test_ipv4_build_parse_and_checksums():
+    raw = udp(b"hello")
+    pkt = ipv4.parse(raw)
+    assert (pkt.src, pkt.dst, pkt.sport, pkt.dport, pkt.payload) == (A, B, 7100, 7100, b"hello")
+    assert ipv4.checksum(raw[:20]) == 0  # a right IP header sums to zero
+    pseudo = socket.inet_aton(A) + socket.inet_aton(B) + struct.pack("!BBH", 0, 17, len(raw) - 20)
+    assert ipv4.checksum(pseudo + raw[20:]) in (0, 0xFFFF)
+    flipped = ipv4.parse(ipv4.flip_bit(pkt, random.Random(1)))
+    assert flipped.payload != b"hello" and len(flipped.payload) == 5
+    assert sum(bin(x ^ y).count("1") for x, y in zip(flipped.payload, b"hello")) == 1
+    assert ipv4.checksum(flipped.raw[:20]) == 0
+    assert ipv4.parse(b"\x60" + b"\0" * 40) is None  # IPv6 is not ours
+
+
+def test_parse_action():
+    assert parse_action("delay:200") == ("delay", 200.0, 0)
+    assert parse_action("drop-first:3") == ("drop-first", 0.0, 3)
+    assert parse_action("duplicate") == ("duplicate", 0.0, 0)
+    for bad, fragment in (("delay", "needs a time"), ("drop-nth:1.5", "whole count"), ("explode", "malformed"),
+                          ("drop:3", "takes no argument")):
+        with pytest.raises(UsageError, match=fragment):
+            parse_action(bad)
+    with pytest.raises(UsageError, match="count >= 1"):
+        MsgRule(type=1, src="n1", dst="n2", action="drop-nth", n=0)
+
+
+def test_rulebook_actions_and_matching():
+    book = RuleBook([MsgRule(17, "n2", "n1", "drop-first", n=2, conn_id=4),
+                     MsgRule(16, "n2", "n1", "drop-nth", n=2),
+                     MsgRule(1, "n2", "n1", "hold", ms=100),
+                     MsgRule(2, "n2", "n1", "duplicate")])
+    ack = {"seqno": 1, "conn_id": 4}
+    assert [book.decide(0, "n2", "n1", 17, ack) for _ in range(3)] == [DROP, DROP, PASS]
+    assert book.decide(0, "n2", "n1", 17, {"conn_id": 5}) == PASS  # other conn_id
+    assert book.decide(0, "n2", "n3", 17, ack) == PASS  # other receiver
+    assert [book.decide(0, "n2", "n1", 16, {}) for _ in range(3)] == [PASS, DROP, PASS]
+    assert book.decide(1.0, "n2", "n1", 1, {}) == pytest.approx(1.1)
+    assert book.decide(1.05, "n2", "n1", 1, {}) == pytest.approx(1.1)  # held until the same release
+    assert book.decide(1.2, "n2", "n1", 1, {}) == PASS  # spent
+    assert book.decide(0, "n2", "n1", 2, {}) == DUPLICATE
+    assert book.counters() == [3, 3, 3, 1]
+
+
+def spec(**kw):
+    base = dict(run_id="r", node="n1", seed=5, names=NAMES)
+    base.update(kw)
+    return ShaperSpec(**base)
+
+
+def test_spec_json_round_trip_and_destinations():
+    s = spec(links={B: LinkFault(delay_ms=10)}, rules=[MsgRule(1, "n1", "n3", "drop")])
+    again = ShaperSpec.from_json(s.to_json())
+    assert again == s and again.destinations == [B, C]
+    assert derive_seed(1, "x") == derive_seed(1, "x") != derive_seed(2, "x")
+
+
+def test_engine_delay_jitter_loss_are_seeded_and_close_to_asked():
+    fault = LinkFault(delay_ms=20, jitter_ms=5, loss_pct=10)
+    runs = []
+    for _ in range(2):
+        engine = Engine(spec(links={B: fault}))
+        runs.append([engine.process(float(i), udp(b"x" * 10)) for i in range(5000)])
+    assert [v.at_s for v in runs[0]] == [v.at_s for v in runs[1]]  # same seed, same decisions
+    kept = [v for v in runs[0] if v.at_s is not None]
+    assert abs(100 * (1 - len(kept) / 5000) - 10) < 1.5
+    delays_ms = [(v.at_s - i) * 1000 for i, v in enumerate(runs[0]) if v.at_s is not None]
+    assert abs(statistics.fmean(delays_ms) - 20) < 0.3 and 15 <= min(delays_ms) and max(delays_ms) <= 25
+
+
+def test_engine_duplicate_corrupt_reorder_rate():
+    engine = Engine(spec(links={B: LinkFault(delay_ms=10, duplicate_pct=100, corrupt_pct=100)}))
+    v = engine.process(0.0, udp(b"abc"))
+    assert v.at_s == pytest.approx(0.01) and v.payload is not None and ipv4.parse(v.payload).payload != b"abc"
+    assert v.extra == [(v.at_s, v.payload)]
+    engine = Engine(spec(links={B: LinkFault(delay_ms=10, reorder_pct=100)}))
+    assert engine.process(0.0, udp(b"abc")).at_s == 0.0  # skips the delay: overtakes delayed ones
+    engine = Engine(spec(links={B: LinkFault(rate_kbit=8)}))  # 1 byte per ms
+    size = len(udp(b"x" * 72))  # 100 bytes -> 100 ms each
+    times = [engine.process(0.0, udp(b"x" * 72)).at_s for _ in range(3)]
+    assert times == pytest.approx([size / 1000, 2 * size / 1000, 3 * size / 1000])
+    assert Engine(spec(links={B: LinkFault(delay_ms=10)})).process(0.0, udp(b"x", dst=C)).at_s == 0.0  # unshaped
+
+
+def test_engine_message_rules_rewrite_the_datagram():
+    rules = [MsgRule(1, "n1", "n2", "drop"), MsgRule(2, "n1", "n2", "delay", ms=50)]
+    engine = Engine(spec(rules=rules))
+    data = wire.encode_datagram(CID, "n1", [wire.Heartbeat(1), wire.Pong(2), wire.Ping(3)])
+    v = engine.process(0.0, udp(data))
+    assert v.at_s == 0.0
+    assert wire.decode_datagram(ipv4.parse(v.payload).payload, CID) == ("n1", [wire.Pong(2)])
+    ((at_s, later),) = v.extra
+    assert at_s == pytest.approx(0.05)
+    assert wire.decode_datagram(ipv4.parse(later).payload, CID) == ("n1", [wire.Ping(3)])
+    only_hb = engine.process(0.0, udp(wire.encode_datagram(CID, "n1", [wire.Heartbeat(2)])))
+    assert only_hb.at_s is None and only_hb.extra == []  # nothing left: the packet is dropped
+    untouched = udp(wire.encode_datagram(CID, "n1", [wire.Pong(1)]))
+    assert engine.process(0.0, untouched).payload is None
+    assert engine.process(0.0, udp(b"not a datagram")).at_s == 0.0
+
+
+def test_engine_reload_keeps_rule_counters():
+    rules = [MsgRule(1, "n1", "n2", "drop-first", n=1)]
+    engine = Engine(spec(rules=rules))
+    hb = udp(wire.encode_datagram(CID, "n1", [wire.Heartbeat(1)]))
+    assert engine.process(0.0, hb).at_s is None
+    engine = Engine(spec(rules=rules, generation=2), previous=engine)
+    assert engine.process(0.0, hb).at_s == 0.0  # the first one was already dropped
