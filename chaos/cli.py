@@ -175,7 +175,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Commands with their own parsers get the rest of the command line untouched (argparse's REMAINDER would
+# swallow a leading --help).
+PASSTHROUGH = {"chaos": cmd_chaos, "heal": cmd_heal, "analyze": cmd_analyze}
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in PASSTHROUGH:
+        return PASSTHROUGH[argv[0]](argparse.Namespace(command=argv[0], rest=argv[1:]))
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
