@@ -54,6 +54,15 @@ class NodeClient:
         return self._call("POST", "/workload/unicast", {"to": to, "count": count, "size": size,
                                                         "rate": rate})["workload_id"]
 
+    def multicast(self, count: int, size: int = 100, rate: float = 0) -> int:
+        """Start a reliable multicast workload (to the node's current view); returns its workload id."""
+        return self._call("POST", "/workload/multicast", {"count": count, "size": size,
+                                                          "rate": rate})["workload_id"]
+
+    def view(self) -> dict[str, Any] | None:
+        """The node's current view: {"view_id": [coord, n], "members": [...]}, or None before the first."""
+        return self.state().get("view")
+
     def admin(self, op: str, peer: str, **extra: Any) -> dict[str, Any]:
         """A unicast admin operation: close, remove_receive or sync, toward `peer`."""
         return self._call("POST", f"/admin/{op}", {"peer": peer, **extra})

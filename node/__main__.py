@@ -13,6 +13,8 @@ from node.control import make_app
 from node.errors import SplitlabError
 from node.history import HistoryWriter
 from node.liveness import Liveness
+from node.membership import make_membership
+from node.multicast import make_multicast
 from node.ping import PingWorkload
 from node.runtime import NodeRuntime, resolve_host
 from node.stack import Stack
@@ -20,13 +22,21 @@ from node.unicast import make_unicast
 
 
 def build_stack(config: NodeConfig) -> Stack:
-    """The node's protocol layers for `config`."""
+    """The node's protocol layers for `config`: liveness, ping, unicast, and (unless `none`) membership, which
+    installs views on top of the liveness record, and multicast."""
     members = list(config.members)
-    return Stack({
-        "liveness": Liveness(config.name, members, config.heartbeat_ms, config.silence_ms),
+    liveness = Liveness(config.name, members, config.heartbeat_ms, config.silence_ms)
+    layers = {
+        "liveness": liveness,
         "ping": PingWorkload(config.name, members),
         "unicast": make_unicast(config.unicast, config.name, config.unicast_config, members),
-    })
+    }
+    if config.membership == "gms":
+        layers["membership"] = make_membership(config.name, members, config.membership_config, liveness)
+    if config.multicast != "none":
+        layers["multicast"] = make_multicast(config.multicast, config.name, config.nakack4_config, members,
+                                             config.bcast_sync)
+    return Stack(layers)
 
 
 async def serve(config: NodeConfig) -> int:
@@ -48,7 +58,7 @@ async def serve(config: NodeConfig) -> int:
     runner: web.AppRunner | None = None
     reason = "signal"
     try:
-        await runtime.start()
+        await runtime.bind()
         control_host, control_port = config.control_address()
         control_ip = await resolve_host(control_host)
         runner = web.AppRunner(make_app(runtime, config.token), access_log=None)
@@ -58,7 +68,12 @@ async def serve(config: NodeConfig) -> int:
                      members=list(config.members),
                      config={"heartbeat_ms": config.heartbeat_ms, "silence_ms": config.silence_ms,
                              "bundle_max_bytes": config.bundle_max_bytes, "unicast": config.unicast,
-                             **config.unicast_config.as_dict()})
+                             **config.unicast_config.as_dict(),
+                             "membership": config.membership,
+                             "membership_config": config.membership_config.as_dict(),
+                             "multicast": config.multicast, "bcast_sync": config.bcast_sync,
+                             "nakack4": config.nakack4_config.as_dict()})
+        runtime.start_protocols()  # after node_start, so the initial view follows it in the history
         history.flush()
         print(f"node {config.name}: data {runtime.data_ip}:{config.data_address(config.name)[1]}, "
               f"control http://{control_ip}:{control_port}", flush=True)

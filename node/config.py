@@ -17,6 +17,11 @@
 | SPLITLAB_FLUSH_MS | history flush interval | 500 |
 | SPLITLAB_UNICAST | unicast variant: unicast3, unicast2 or unicast1 | unicast3 |
 | SPLITLAB_UNICAST_<SETTING> | a `node.unicast.UnicastConfig` setting, e.g. SPLITLAB_UNICAST_CONN_CLOSE_TIMEOUT_MS | its default |
+| SPLITLAB_MEMBERSHIP | membership layer: gms (views, suspicion, merges) or none (static members) | gms |
+| SPLITLAB_MEMBERSHIP_<SETTING> | a `node.membership.MembershipConfig` setting, e.g. ..._SUSPECT_TIMEOUT_MS | its default |
+| SPLITLAB_MULTICAST | multicast layer: nakack4 or none | nakack4 |
+| SPLITLAB_BCAST_SYNC | broadcast-link start sync of nakack4: tipc (the fix) or legacy (the race) | tipc |
+| SPLITLAB_NAKACK4_<SETTING> | a `node.multicast.Nakack4Config` setting, e.g. ..._CAPACITY (SEND_ATOMIC 0/1) | its default |
 
 Within a splitlab cluster, `<name>-data` and `<name>-control` are the node's network aliases on the data and
 control networks, so each address resolves inside the container to the right network.
@@ -29,6 +34,8 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from node.errors import ConfigError
+from node.membership import MembershipConfig
+from node.multicast import SYNC_MODES, VARIANTS as MULTICAST_VARIANTS, Nakack4Config
 from node.unicast import VARIANTS as UNICAST_VARIANTS, UnicastConfig
 from node.wire import DATA_PORT, MAX_DATAGRAM_BYTES, MAX_SENDER_BYTES
 
@@ -71,6 +78,11 @@ class NodeConfig:
     flush_ms: int = 500
     unicast: str = "unicast3"
     unicast_config: UnicastConfig = field(default_factory=UnicastConfig)
+    membership: str = "gms"
+    membership_config: MembershipConfig = field(default_factory=MembershipConfig)
+    multicast: str = "nakack4"
+    bcast_sync: str = "tipc"
+    nakack4_config: Nakack4Config = field(default_factory=Nakack4Config)
 
     def data_address(self, member: str) -> tuple[str, int]:
         """(host, port) of a member's data socket; the host may still need DNS resolution."""
@@ -124,16 +136,15 @@ def from_env(env: Mapping[str, str] | None = None) -> NodeConfig:
     silence_ms = _int(env, "SPLITLAB_SILENCE_MS", 1500, 20, 600_000)
     if silence_ms <= heartbeat_ms:
         raise ConfigError(f"SPLITLAB_SILENCE_MS={silence_ms} must exceed SPLITLAB_HEARTBEAT_MS={heartbeat_ms}")
-    unicast_settings = {}
-    for key, raw in env.items():
-        if key.startswith("SPLITLAB_UNICAST_"):
-            setting = key[len("SPLITLAB_UNICAST_"):].lower()
-            unicast_settings[setting] = _int(env, key, 0, 0, 2**32 - 1)
+    unicast_settings = _settings(env, "SPLITLAB_UNICAST_")
     unicast = env.get("SPLITLAB_UNICAST", "unicast3")
     if unicast not in UNICAST_VARIANTS:
         raise ConfigError(f"SPLITLAB_UNICAST={unicast!r} is not one of {', '.join(UNICAST_VARIANTS)}")
     # The first connection id comes from the boot time unless set, so a restarted node never reuses one.
     unicast_settings.setdefault("conn_id_start", int(time.time() * 1000) & 0x7FFFFFFF or 1)
+    membership = _choice(env, "SPLITLAB_MEMBERSHIP", "gms", ("gms", "none"))
+    multicast = _choice(env, "SPLITLAB_MULTICAST", "nakack4", MULTICAST_VARIANTS)
+    bcast_sync = _choice(env, "SPLITLAB_BCAST_SYNC", "tipc", SYNC_MODES)
     return NodeConfig(
         name=name, run_id=env["SPLITLAB_RUN"], members=members, token=env["SPLITLAB_TOKEN"],
         run_dir=env.get("SPLITLAB_RUN_DIR", "/splitlab/run"),
@@ -147,4 +158,20 @@ def from_env(env: Mapping[str, str] | None = None) -> NodeConfig:
         bundle_max_bytes=_int(env, "SPLITLAB_BUNDLE_MAX_BYTES", 8192, 0, MAX_DATAGRAM_BYTES),
         flush_ms=_int(env, "SPLITLAB_FLUSH_MS", 500, 10, 60_000),
         unicast=unicast, unicast_config=UnicastConfig.from_mapping(unicast_settings),
+        membership=membership, membership_config=MembershipConfig.from_mapping(_settings(env, "SPLITLAB_MEMBERSHIP_")),
+        multicast=multicast, bcast_sync=bcast_sync,
+        nakack4_config=Nakack4Config.from_mapping(_settings(env, "SPLITLAB_NAKACK4_")),
     )
+
+
+def _settings(env: Mapping[str, str], prefix: str) -> dict[str, int]:
+    """Integer settings from variables `<prefix><SETTING>` (e.g. SPLITLAB_NAKACK4_CAPACITY -> capacity)."""
+    return {key[len(prefix):].lower(): _int(env, key, 0, 0, 2**32 - 1)
+            for key in env if key.startswith(prefix) and len(key) > len(prefix)}
+
+
+def _choice(env: Mapping[str, str], key: str, default: str, allowed: tuple[str, ...]) -> str:
+    value = env.get(key) or default
+    if value not in allowed:
+        raise ConfigError(f"{key}={value!r} is not one of {', '.join(allowed)}")
+    return value

@@ -2,12 +2,16 @@
 
 Routes (all need `Authorization: Bearer <token>`):
 - `GET /health`: liveness of the process (`{"ok": true, "node", "run", "boot"}`);
-- `GET /state`: the node's state: members, the peers it hears and when it last heard each, every layer's state,
-  counters;
+- `GET /state`: the node's state: members, the current view, the peers it hears and when it last heard each,
+  every layer's state (membership: view, suspects; multicast: the send window with acks and blocked time, every
+  receive window's low / highest delivered / highest received), counters, workloads;
 - `POST /workload/ping` `{"to": "n2", "count": 10, "interval_ms": 10}`: start the ping workload (202);
 - `POST /workload/unicast` `{"to": "n2", "count": 1000, "size": 100, "rate": 500}`: reliable unicast messages
   (rate in messages/s, 0 = unpaced), each recorded as `app_send`; answers 202 with the workload id, whose
   progress is in `/state` under `workloads`;
+- `POST /workload/multicast` `{"count": 500, "size": 100, "rate": 200}`: reliable multicast to the current view
+  (`app_send` with `to` "*"); a full send window makes the workload wait (its `blocked` / `blocked_ms` in
+  `/state`), never the node; answers 202 with the workload id (400 when the node runs no multicast layer);
 - `POST /admin/close`, `/admin/remove_receive`, `/admin/sync` `{"peer": "n1"}`: the unicast layer's admin
   operations (close both connections to the peer, drop the receive window, the SYNC handshake of unicast3).
 
@@ -22,6 +26,7 @@ from typing import Any, Awaitable, Callable
 from aiohttp import web
 
 from node.errors import UsageError
+from node.multicast import MAX_PAYLOAD_BYTES as MULTICAST_MAX_PAYLOAD_BYTES
 from node.runtime import NodeRuntime
 from node.unicast import MAX_PAYLOAD_BYTES
 from node.workload import WorkloadSpec
@@ -73,6 +78,14 @@ def make_app(runtime: NodeRuntime, token: str) -> web.Application:
         item = runtime.start_workload(spec)
         return web.json_response({"accepted": True, "workload_id": item.workload_id}, status=202)
 
+    async def multicast_workload(request: web.Request) -> web.Response:
+        if "multicast" not in runtime.stack.layers:
+            raise UsageError("this node runs no multicast layer", hint="start it with SPLITLAB_MULTICAST=nakack4")
+        spec = WorkloadSpec.parse("multicast", "multicast", await body(request), runtime.config.members,
+                                  runtime.config.name, MULTICAST_MAX_PAYLOAD_BYTES - 64)
+        item = runtime.start_workload(spec)
+        return web.json_response({"accepted": True, "workload_id": item.workload_id}, status=202)
+
     def admin(op: str) -> Handler:
         async def handler(request: web.Request) -> web.Response:
             args = await body(request)
@@ -87,6 +100,7 @@ def make_app(runtime: NodeRuntime, token: str) -> web.Application:
     app.router.add_get("/state", state)
     app.router.add_post("/workload/ping", ping)
     app.router.add_post("/workload/unicast", unicast_workload)
+    app.router.add_post("/workload/multicast", multicast_workload)
     for op in ("close", "remove_receive", "sync"):
         app.router.add_post(f"/admin/{op}", admin(op))
     return app

@@ -5,7 +5,9 @@ and the seeded simulator run the very same objects; only they touch sockets, clo
 
 Events: `Received` (a decoded message from a peer), `TimerFired`, `AppRequest` (a protocol-specific request from
 the application or the control API) and `ViewInstalled`.
-Effects: `Send`, `SetTimer`, `CancelTimer`, `Deliver` (to the application) and `Emit` (a history event).
+Effects: `Send`, `SetTimer`, `CancelTimer`, `Deliver` (to the application), `Emit` (a history event) and
+`InstallView` (a membership layer installs a view: `node.stack.Stack` hands it to every layer as `ViewInstalled`,
+and the runtime or simulator records the `view` history event).
 """
 from __future__ import annotations
 
@@ -89,7 +91,16 @@ class Emit:
     fields: dict[str, Any] = field(default_factory=dict)
 
 
-Effect = Send | SetTimer | CancelTimer | Deliver | Emit
+@dataclass(frozen=True)
+class InstallView:
+    """Install the group view `view_id` (`(coordinator, n)`) with `members` in join order (the first is the
+    coordinator). The stack turns it into `ViewInstalled` for every layer right after this effect."""
+
+    view_id: tuple[str, int]
+    members: tuple[str, ...]
+
+
+Effect = Send | SetTimer | CancelTimer | Deliver | Emit | InstallView
 
 
 class Protocol:

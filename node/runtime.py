@@ -16,7 +16,7 @@ from collections import Counter
 from typing import Any, Hashable
 
 from node.config import NodeConfig
-from node.core import CancelTimer, Deliver, Effect, Emit, Send, SetTimer, payload_msg_id
+from node.core import CancelTimer, Deliver, Effect, Emit, InstallView, Send, SetTimer, payload_msg_id
 from node.errors import WireError
 from node.history import HistoryWriter
 from node import workload
@@ -70,6 +70,10 @@ class NodeRuntime:
         self._msg_counter = 0
         self.data_ip: str | None = None
         self.workloads: list[Workload] = []
+        self.view: tuple[tuple[str, int], tuple[str, ...]] | None = None  # the last InstallView
+        # set whenever a layer emits `window_unblocked`: workloads refused with WindowFull wait on it
+        self.window_open = asyncio.Event()
+        self._protocols_started = False
 
     # --- clock ------------------------------------------------------------------------------------------------
     def now(self) -> float:
@@ -77,7 +81,19 @@ class NodeRuntime:
 
     # --- lifecycle --------------------------------------------------------------------------------------------
     async def start(self) -> None:
-        """Resolve the own data address, bind the socket, start heartbeats and the background tasks."""
+        """Resolve the own data address, bind the socket and start the background tasks; then (unless the
+        caller does it itself with `start_protocols`, e.g. after recording `node_start`) the protocols."""
+        await self.bind()
+        self.start_protocols()
+
+    def start_protocols(self) -> None:
+        """Let the layers start: first heartbeats and timers, the initial view (recorded as `view`). Datagrams
+        that arrived before are counted (`received_before_start`) and dropped, so nothing is recorded before."""
+        self._protocols_started = True
+        self.apply(self.stack.start(self.now()))
+
+    async def bind(self) -> None:
+        """Resolve the own data address, bind the socket, start the background tasks (no protocol yet)."""
         loop = asyncio.get_running_loop()
         host, port = self.config.data_address(self.config.name)
         self.data_ip = await resolve_host(host)
@@ -85,7 +101,6 @@ class NodeRuntime:
             lambda: _Endpoint(self), local_addr=(self.data_ip, port), family=socket.AF_INET)
         self._tasks.append(asyncio.create_task(self._resolve_members(), name="resolve-members"))
         self._tasks.append(asyncio.create_task(self._flush_history(), name="flush-history"))
-        self.apply(self.stack.start(self.now()))
 
     async def stop(self) -> None:
         for task in self._tasks + [w.task for w in self.workloads if w.task is not None]:
@@ -122,6 +137,9 @@ class NodeRuntime:
     # --- receive ----------------------------------------------------------------------------------------------
     def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
         self.counters["datagrams_received"] += 1
+        if not self._protocols_started:
+            self.counters["received_before_start"] += 1
+            return
         try:
             sender, messages = decode_datagram(data, self.cluster_id)
         except WireError as exc:
@@ -162,6 +180,11 @@ class NodeRuntime:
                                   **{"from": eff.src})
             elif isinstance(eff, Emit):
                 self.history.emit(eff.type, **eff.fields)
+                if eff.type == "window_unblocked":
+                    self.window_open.set()
+            elif isinstance(eff, InstallView):  # the stack already gave it to every layer
+                self.view = (eff.view_id, eff.members)
+                self.history.emit("view", view_id=list(eff.view_id), members=list(eff.members))
             else:
                 raise TypeError(f"unknown effect {eff!r}")
 
@@ -225,7 +248,8 @@ class NodeRuntime:
             state = getattr(layer, "state", None)
             if state is not None:
                 layers[name] = state(now_s)
+        view = None if self.view is None else {"view_id": list(self.view[0]), "members": list(self.view[1])}
         return {"node": self.config.name, "run": self.config.run_id, "boot": self.boot, "data_ip": self.data_ip,
-                "members": list(self.config.members), "layers": layers,
+                "members": list(self.config.members), "view": view, "layers": layers,
                 "counters": dict(self.counters), "dropped": dict(self.dropped),
-                "workloads": [w.state() for w in self.workloads]}
+                "workloads": [w.state(now_s) for w in self.workloads]}

@@ -5,7 +5,9 @@
 - timers are namespaced per layer: a layer's `SetTimer(key)` becomes `SetTimer((layer_name, key))`, and the
   runtime's `TimerFired((layer_name, key))` goes back to that layer as `TimerFired(key)`;
 - an `AppRequest` goes to the layer named in `request(layer, ...)`;
-- `ViewInstalled` goes to every layer.
+- `ViewInstalled` goes to every layer; an `InstallView` effect of any layer (the membership layer's) is kept in
+  the output and followed at once by the effects of `view()` on every layer (the installing layer included), so
+  the runtime and the simulator only record it.
 
 A layer is a `node.core.Protocol` with `MESSAGES` (the wire classes it receives), and optionally
 `start(now_s) -> effects` (first timers) and `state(now_s) -> dict` (for the control API).
@@ -14,7 +16,8 @@ from __future__ import annotations
 
 from typing import Any, Hashable
 
-from node.core import (AppRequest, CancelTimer, Effect, Protocol, Received, SetTimer, TimerFired, ViewInstalled)
+from node.core import (AppRequest, CancelTimer, Effect, InstallView, Protocol, Received, SetTimer, TimerFired,
+                       ViewInstalled)
 from node.errors import UsageError
 
 
@@ -30,13 +33,17 @@ class Stack:
                     raise ValueError(f"{cls.__name__} claimed by layers {self._by_message[cls]} and {name}")
                 self._by_message[cls] = name
 
-    def _scoped(self, name: str, effects: list[Effect]) -> list[Effect]:
+    def _scoped(self, name: str, effects: list[Effect], now_s: float | None = None) -> list[Effect]:
+        """Namespace the timers of `name`'s effects; with `now_s`, expand `InstallView` into every layer's view."""
         out: list[Effect] = []
         for eff in effects:
             if isinstance(eff, SetTimer):
                 out.append(SetTimer((name, eff.key), eff.at_s))
             elif isinstance(eff, CancelTimer):
                 out.append(CancelTimer((name, eff.key)))
+            elif isinstance(eff, InstallView) and now_s is not None:
+                out.append(eff)
+                out += self.view(now_s, eff.view_id, eff.members)
             else:
                 out.append(eff)
         return out
@@ -49,22 +56,23 @@ class Stack:
         name = self._by_message.get(type(msg))
         if name is None:
             return []
-        return self._scoped(name, self.layers[name].handle(now_s, Received(src, msg)))
+        return self._scoped(name, self.layers[name].handle(now_s, Received(src, msg)), now_s)
 
     def timer(self, now_s: float, key: Hashable) -> list[Effect]:
         name, inner = key  # keys are always (layer, key) because _scoped made them so
-        return self._scoped(name, self.layers[name].handle(now_s, TimerFired(inner)))
+        return self._scoped(name, self.layers[name].handle(now_s, TimerFired(inner)), now_s)
 
     def request(self, now_s: float, layer: str, op: str, args: dict[str, Any] | None = None) -> list[Effect]:
         """Send an application request to `layer`. Raises `UsageError` for an unknown layer."""
         if layer not in self.layers:
             raise UsageError(f"no protocol layer {layer!r} on this node; layers: {', '.join(self.layers)}")
-        return self._scoped(layer, self.layers[layer].handle(now_s, AppRequest(op, args or {})))
+        return self._scoped(layer, self.layers[layer].handle(now_s, AppRequest(op, args or {})), now_s)
 
     def view(self, now_s: float, view_id: tuple[str, int], members: tuple[str, ...]) -> list[Effect]:
+        """Give every layer the view (a layer's own `InstallView` in reaction is expanded in turn)."""
         out: list[Effect] = []
         for name, layer in self.layers.items():
-            out += self._scoped(name, layer.handle(now_s, ViewInstalled(view_id, members)))
+            out += self._scoped(name, layer.handle(now_s, ViewInstalled(view_id, members)), now_s)
         return out
 
     def start(self, now_s: float) -> list[Effect]:
@@ -73,5 +81,5 @@ class Stack:
         for name, layer in self.layers.items():
             starter = getattr(layer, "start", None)
             if starter is not None:
-                out += self._scoped(name, starter(now_s))
+                out += self._scoped(name, starter(now_s), now_s)
         return out

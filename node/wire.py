@@ -335,3 +335,258 @@ class UnicastSyncAck(Message):
     TYPE: ClassVar[int] = 24
     FORMAT: ClassVar[str] = "I"
     conn_id: int
+
+
+# --- membership (4-15): node/membership -------------------------------------------------------------------------
+# Member names travel as a count u8 and then, per name, a length u8 and the utf-8 bytes.
+MAX_VIEW_MEMBERS = 255
+
+
+def _pack_names(names: tuple[str, ...]) -> bytes:
+    if len(names) > MAX_VIEW_MEMBERS:
+        raise ValueError(f"at most {MAX_VIEW_MEMBERS} names, got {len(names)}")
+    parts = [struct.pack("!B", len(names))]
+    for name in names:
+        raw = name.encode()
+        if not 0 < len(raw) <= MAX_SENDER_BYTES:
+            raise ValueError(f"member name {name!r} must be 1..{MAX_SENDER_BYTES} bytes")
+        parts += [struct.pack("!B", len(raw)), raw]
+    return b"".join(parts)
+
+
+def _unpack_names(cls: type[Message], body: bytes, count: int | None = None) -> tuple[tuple[str, ...], bytes]:
+    """Decode names from the start of `body` (`count` of them, or a leading count byte); returns (names, rest)."""
+    pos = 0
+    if count is None:
+        if not body:
+            raise WireError("truncated", f"{cls.__name__} ends before its name count")
+        count, pos = body[0], 1
+    names = []
+    for _ in range(count):
+        if pos >= len(body):
+            raise WireError("truncated", f"{cls.__name__} ends inside its names")
+        size = body[pos]
+        if not 0 < size <= MAX_SENDER_BYTES:
+            raise WireError("absurd", f"{cls.__name__} name length {size}")
+        if pos + 1 + size > len(body):
+            raise WireError("truncated", f"{cls.__name__} name runs past the body")
+        try:
+            names.append(body[pos + 1:pos + 1 + size].decode())
+        except UnicodeDecodeError as exc:
+            raise WireError("absurd", f"{cls.__name__} name is not utf-8: {exc}") from None
+        pos += 1 + size
+    return tuple(names), body[pos:]
+
+
+def _no_tail(cls: type[Message], tail: bytes) -> None:
+    if tail:
+        raise WireError("absurd", f"{cls.__name__} has {len(tail)} trailing bytes")
+
+
+@register
+@dataclass(frozen=True)
+class ViewMsg(Message):
+    """Coordinator to members: install view (`coord`, `n`) with `members` in join order; `merge` marks a MergeView.
+
+    Body: n u64 | merge u8 | coord | members (names as above).
+    """
+
+    TYPE: ClassVar[int] = 4
+    FORMAT: ClassVar[str] = "QB"
+    coord: str
+    n: int
+    merge: bool
+    members: tuple[str, ...]
+
+    def encode_body(self) -> bytes:
+        return struct.pack("!QB", self.n, 1 if self.merge else 0) + _pack_names((self.coord,)) \
+            + _pack_names(self.members)
+
+    @classmethod
+    def decode_body(cls, body: bytes) -> "ViewMsg":
+        (n, merge), tail = _split_tail(cls, body)
+        heads, tail = _unpack_names(cls, tail)
+        if len(heads) != 1:
+            raise WireError("absurd", f"ViewMsg carries {len(heads)} coordinator names")
+        members, tail = _unpack_names(cls, tail)
+        _no_tail(cls, tail)
+        return cls(heads[0], n, _flag(cls, merge), members)
+
+
+@register
+@dataclass(frozen=True)
+class ViewAck(Message):
+    """Member to coordinator: view (`coord`, `n`) installed. Body: n u64 | coord (one name)."""
+
+    TYPE: ClassVar[int] = 5
+    FORMAT: ClassVar[str] = "Q"
+    coord: str
+    n: int
+
+    def encode_body(self) -> bytes:
+        return struct.pack("!Q", self.n) + _pack_names((self.coord,))
+
+    @classmethod
+    def decode_body(cls, body: bytes) -> "ViewAck":
+        (n,), tail = _split_tail(cls, body)
+        names, tail = _unpack_names(cls, tail)
+        _no_tail(cls, tail)
+        if len(names) != 1:
+            raise WireError("absurd", f"ViewAck carries {len(names)} coordinator names")
+        return cls(names[0], n)
+
+
+@register
+@dataclass(frozen=True)
+class ViewInfo(Message):
+    """MERGE3 announcement, sent periodically to every known member: my view (`coord`, `n`, `members`) and who I
+    think coordinates it now (`acting`, the first member of it I do not suspect).
+
+    Body: n u64 | coord, acting (two names) | members.
+    """
+
+    TYPE: ClassVar[int] = 6
+    FORMAT: ClassVar[str] = "Q"
+    coord: str
+    n: int
+    acting: str
+    members: tuple[str, ...]
+
+    def encode_body(self) -> bytes:
+        return struct.pack("!Q", self.n) + _pack_names((self.coord, self.acting)) + _pack_names(self.members)
+
+    @classmethod
+    def decode_body(cls, body: bytes) -> "ViewInfo":
+        (n,), tail = _split_tail(cls, body)
+        heads, tail = _unpack_names(cls, tail)
+        if len(heads) != 2:
+            raise WireError("absurd", f"ViewInfo carries {len(heads)} head names, expected 2")
+        members, tail = _unpack_names(cls, tail)
+        _no_tail(cls, tail)
+        return cls(heads[0], n, heads[1], members)
+
+
+# --- reliable multicast (48-79): node/multicast (NAKACK4 and the broadcast-link start sync) -----------------------
+SYNC_CAPABLE = 0x01  # flags bit: the sender speaks the TIPC-style BCAST_STATE sync (c64f7a6a)
+
+
+def _payload_tail(cls: type[Message], length: int, tail: bytes) -> bytes:
+    if length > len(tail):
+        raise WireError("truncated", f"{cls.__name__} payload_len {length}, only {len(tail)} bytes follow")
+    if length < len(tail):
+        raise WireError("absurd", f"{cls.__name__} payload_len {length}, but {len(tail)} bytes follow")
+    return bytes(tail)
+
+
+@register
+@dataclass(frozen=True)
+class Nakack4Msg(Message):
+    """A multicast payload with the sender's `seqno`. Body: seqno u64 | payload_len u32 | payload."""
+
+    TYPE: ClassVar[int] = 48
+    FORMAT: ClassVar[str] = "QI"
+    seqno: int
+    payload: bytes
+
+    def encode_body(self) -> bytes:
+        return struct.pack("!QI", self.seqno, len(self.payload)) + self.payload
+
+    @classmethod
+    def decode_body(cls, body: bytes) -> "Nakack4Msg":
+        (seqno, length), tail = _split_tail(cls, body)
+        return cls(seqno, _payload_tail(cls, length, tail))
+
+
+@register
+@dataclass(frozen=True)
+class Nakack4XmitReq(Message):
+    """Receiver to the original `sender`: resend `seqnos`. Body: sender (one name) | count u16 | seqno u64 each."""
+
+    TYPE: ClassVar[int] = 49
+    FORMAT: ClassVar[str] = ""
+    MAX_SEQNOS: ClassVar[int] = 8000
+    sender: str
+    seqnos: tuple[int, ...]
+
+    def encode_body(self) -> bytes:
+        if len(self.seqnos) > self.MAX_SEQNOS:
+            raise ValueError(f"Nakack4XmitReq carries at most {self.MAX_SEQNOS} seqnos, got {len(self.seqnos)}")
+        return _pack_names((self.sender,)) + struct.pack(f"!H{len(self.seqnos)}Q", len(self.seqnos), *self.seqnos)
+
+    @classmethod
+    def decode_body(cls, body: bytes) -> "Nakack4XmitReq":
+        names, tail = _unpack_names(cls, body)
+        if len(names) != 1:
+            raise WireError("absurd", f"Nakack4XmitReq names {len(names)} senders")
+        if len(tail) < 2:
+            raise WireError("truncated", "Nakack4XmitReq ends before its seqno count")
+        (count,) = struct.unpack_from("!H", tail, 0)
+        rest = tail[2:]
+        if count * 8 != len(rest):
+            raise WireError("truncated" if count * 8 > len(rest) else "absurd",
+                            f"Nakack4XmitReq count {count}, but {len(rest)} bytes follow")
+        return cls(names[0], struct.unpack(f"!{count}Q", rest))
+
+
+@register
+@dataclass(frozen=True)
+class Nakack4XmitRsp(Message):
+    """A retransmitted multicast (answer to an XMIT_REQ) of the datagram's sender. Body as `Nakack4Msg`."""
+
+    TYPE: ClassVar[int] = 50
+    FORMAT: ClassVar[str] = "QI"
+    seqno: int
+    payload: bytes
+
+    def encode_body(self) -> bytes:
+        return struct.pack("!QI", self.seqno, len(self.payload)) + self.payload
+
+    @classmethod
+    def decode_body(cls, body: bytes) -> "Nakack4XmitRsp":
+        (seqno, length), tail = _split_tail(cls, body)
+        return cls(seqno, _payload_tail(cls, length, tail))
+
+
+@register
+@dataclass(frozen=True)
+class Nakack4Highest(Message):
+    """An idle sender with unacked messages: my highest sent seqno is `seqno` (receivers ask for a lost tail)."""
+
+    TYPE: ClassVar[int] = 51
+    FORMAT: ClassVar[str] = "Q"
+    seqno: int
+
+
+@register
+@dataclass(frozen=True)
+class Nakack4Ack(Message):
+    """Receiver to sender: highest delivered `seqno` (cumulative); `flags` carries SYNC_CAPABLE."""
+
+    TYPE: ClassVar[int] = 52
+    FORMAT: ClassVar[str] = "QB"
+    seqno: int
+    flags: int
+
+
+@register
+@dataclass(frozen=True)
+class BcastState(Message):
+    """Unicast, sender to a peer it adds to its receivers: my next multicast seqno is `next_seqno`, and I still hold
+    everything from `low_seqno` for you (TIPC BCAST_PROTOCOL/STATE; from a legacy node, the link ACTIVATE hello).
+    `flags` carries SYNC_CAPABLE."""
+
+    TYPE: ClassVar[int] = 53
+    FORMAT: ClassVar[str] = "QQB"
+    next_seqno: int
+    low_seqno: int
+    flags: int
+
+
+@register
+@dataclass(frozen=True)
+class BcastStateReq(Message):
+    """Receiver to a member sender it has no window for: please send me your `BcastState`."""
+
+    TYPE: ClassVar[int] = 54
+    FORMAT: ClassVar[str] = "B"
+    flags: int

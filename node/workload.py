@@ -1,8 +1,12 @@
-"""Application workloads run by the node (the IO side): send `count` messages of `size` bytes to a peer at
-`rate` messages/s through a protocol layer, recording `app_send` with a run-unique message id for each.
+"""Application workloads run by the node (the IO side): send `count` messages of `size` bytes to a peer
+(unicast) or to the group (multicast, `to` "*") at `rate` messages/s through a protocol layer, recording
+`app_send` with a run-unique message id for each.
 
 A workload is an asyncio task, so a slow or blocked workload never blocks the node. `rate` 0 sends as fast as
-the loop allows (yielding to it every `BURST` messages so bundling and receiving go on).
+the loop allows (yielding to it every `BURST` messages so bundling and receiving go on). When the multicast
+layer refuses a send with `WindowFull`, the workload waits on `runtime.window_open` (set when a layer emits
+`window_unblocked`) and sends the same message again: the wait blocks this workload only, not the node. A
+multicast message's `app_send` is recorded when the layer took it.
 """
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from node.core import make_payload
 from node.errors import UsageError
+from node.multicast import WindowFull
 
 if TYPE_CHECKING:
     from node.runtime import NodeRuntime
@@ -36,14 +41,17 @@ class WorkloadSpec:
     @classmethod
     def parse(cls, layer: str, kind: str, args: dict[str, Any], members: tuple[str, ...], local: str,
               max_size: int) -> "WorkloadSpec":
-        """Validate `args` ({to, count, size, rate}). Raises `UsageError` naming the bad field."""
-        unknown = set(args) - {"to", "count", "size", "rate"}
+        """Validate `args` ({to, count, size, rate}; a multicast has no `to`: it goes to "*").
+        Raises `UsageError` naming the bad field."""
+        fields_ = {"count", "size", "rate"} if kind == "multicast" else {"to", "count", "size", "rate"}
+        unknown = set(args) - fields_
         if unknown:
             raise UsageError(f"{kind} workload: unknown field(s) {', '.join(sorted(unknown))}",
-                             hint="fields: to, count, size (bytes), rate (messages/s, 0 = unpaced)")
-        to = args.get("to")
+                             hint=f"fields: {'' if kind == 'multicast' else 'to, '}count, size (bytes), "
+                                  "rate (messages/s, 0 = unpaced)")
+        to = args.get("to", "*" if kind == "multicast" else None)
         peers = [m for m in members if m != local]
-        if to not in peers:
+        if kind != "multicast" and to not in peers:
             raise UsageError(f"{kind} workload: 'to' must be one of {', '.join(peers)}, got {to!r}")
         count, size, rate = args.get("count", 1), args.get("size", 100), args.get("rate", 0)
         if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_COUNT:
@@ -63,11 +71,18 @@ class Workload:
     done: bool = False
     error: str | None = None
     task: asyncio.Task | None = None
+    blocked_since_s: float | None = None  # waiting for window_unblocked since (loop time)
+    blocked_s: float = 0.0                # total time spent waiting
+    blocked_count: int = 0
 
-    def state(self) -> dict[str, Any]:
+    def state(self, now_s: float | None = None) -> dict[str, Any]:
+        blocked_s = self.blocked_s
+        if self.blocked_since_s is not None and now_s is not None:
+            blocked_s += now_s - self.blocked_since_s
         return {"id": self.workload_id, "kind": self.spec.kind, "to": self.spec.to, "count": self.spec.count,
                 "size": self.spec.size, "rate": self.spec.rate_per_s, "sent": self.sent, "done": self.done,
-                "error": self.error}
+                "error": self.error, "blocked": self.blocked_since_s is not None,
+                "blocked_count": self.blocked_count, "blocked_ms": round(blocked_s * 1000, 3)}
 
 
 async def run(runtime: "NodeRuntime", workload: Workload) -> None:
@@ -75,12 +90,17 @@ async def run(runtime: "NodeRuntime", workload: Workload) -> None:
     spec = workload.spec
     loop = asyncio.get_running_loop()
     started = loop.time()
+    multicast = spec.kind == "multicast"
     try:
         for index in range(spec.count):
             msg_id = runtime.new_msg_id()
             payload = make_payload(msg_id, spec.size)
-            runtime.history.emit("app_send", msg_id=msg_id, kind=spec.kind, to=spec.to, size=len(payload))
-            runtime.request(spec.layer, "send", {"to": spec.to, "payload": payload})
+            if multicast:
+                await _send_when_room(runtime, workload, {"payload": payload})
+                runtime.history.emit("app_send", msg_id=msg_id, kind=spec.kind, to=spec.to, size=len(payload))
+            else:
+                runtime.history.emit("app_send", msg_id=msg_id, kind=spec.kind, to=spec.to, size=len(payload))
+                runtime.request(spec.layer, "send", {"to": spec.to, "payload": payload})
             workload.sent += 1
             if spec.rate_per_s > 0:
                 delay_s = started + (index + 1) / spec.rate_per_s - loop.time()
@@ -92,3 +112,22 @@ async def run(runtime: "NodeRuntime", workload: Workload) -> None:
         workload.error = str(exc)
     finally:
         workload.done = True
+
+
+async def _send_when_room(runtime: "NodeRuntime", workload: Workload, args: dict[str, Any]) -> None:
+    """Send through the workload's layer; while it answers WindowFull, wait for `window_unblocked` and retry."""
+    loop = asyncio.get_running_loop()
+    while True:
+        try:
+            runtime.request(workload.spec.layer, "send", args)
+            return
+        except WindowFull:
+            # no await between the refusal and the wait below, so an unblock cannot slip in between
+            runtime.window_open.clear()
+            workload.blocked_since_s = loop.time()
+            workload.blocked_count += 1
+            try:
+                await runtime.window_open.wait()
+            finally:
+                workload.blocked_s += loop.time() - workload.blocked_since_s
+                workload.blocked_since_s = None

@@ -2,8 +2,9 @@
 
 Each member is a `node.stack.Stack` of sans-IO layers (route by message class, timers namespaced per layer),
 so the multicast and membership layers of later issues run here unchanged: build the member's stack with all
-its layers. Views are injected with `install_view` for now; when `node.core` grows an effect by which a
-membership layer installs a view, `_apply` should turn it into `Stack.view` on that member. Everything travels through `node.wire`: the effects of one `handle` call to one peer are encoded,
+its layers. A membership layer installs views with the `InstallView` effect (the stack hands it to every layer;
+`_apply` records the `view` event); tests without one inject views with `install_view`. Everything travels
+through `node.wire`: the effects of one `handle` call to one peer are encoded,
 bundled into datagrams (like the runtime's bundling) and decoded on arrival, so the codec is exercised.
 
 One `random.Random(seed)` (`Simulator.rng`) drives every random choice: link loss, delay, jitter,
@@ -22,7 +23,8 @@ import random
 from collections import Counter
 from typing import Any, Callable, Hashable, Iterable
 
-from node.core import CancelTimer, Deliver, Effect, Emit, Protocol, Send, SetTimer, payload_msg_id
+from node.core import (CancelTimer, Deliver, Effect, Emit, InstallView, Protocol, Send, SetTimer,
+                       payload_msg_id)
 from node.errors import UsageError, WireError
 from node.sim.faults import DELAY, DROP, HOLD, FaultTable, MsgFault
 from node.sim.network import LinkSpec, Network
@@ -311,6 +313,8 @@ class Simulator:
                 self._push(max(eff.at_s, self.now_s), _TIMER, (member, eff.key, token))
             elif cls is CancelTimer:
                 self._timers.pop((member, eff.key), None)
+            elif cls is InstallView:  # the stack already gave it to every layer
+                self._record(member, "view", {"view_id": list(eff.view_id), "members": list(eff.members)})
             else:
                 raise TypeError(f"unknown effect {eff!r} from {member}")
         if outbox:

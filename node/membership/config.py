@@ -1,0 +1,45 @@
+"""The membership layer's settings: one frozen dataclass with splitlab's test defaults, validated.
+
+JGroups' FD_ALL defaults (timeout 40 s, interval 8 s) and MERGE3's (min_interval 10 s) are for production.
+splitlab (DESIGN.md): heartbeats every 250 ms (the liveness layer sends them), suspicion after 1.5 s of silence,
+a merge check every 1 s. The coordinator resends an unacknowledged view every 250 ms.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, Mapping
+
+from node.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class MembershipConfig:
+    """Timeouts of failure detection, view installation and merging."""
+
+    check_interval_ms: int = 250      # how often suspicion is re-evaluated from the heartbeat record
+    suspect_timeout_ms: int = 1_500   # a member silent this long is suspected (FD_ALL timeout)
+    merge_interval_ms: int = 1_000    # period of the view announcements and of the merge check (MERGE3)
+    view_resend_ms: int = 250         # the coordinator resends a view not yet acknowledged this often
+    info_max_age_ms: int = 2_500      # announcements older than this are not considered by the merge check
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ConfigError(f"membership config: {f.name} must be a positive integer, got {value!r}")
+        if self.suspect_timeout_ms <= self.check_interval_ms:
+            raise ConfigError(f"membership config: suspect_timeout_ms ({self.suspect_timeout_ms}) must exceed "
+                              f"check_interval_ms ({self.check_interval_ms})")
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> "MembershipConfig":
+        """Build a config from a mapping (parsed env or YAML). Raises ConfigError for unknown keys."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ConfigError(f"membership config: unknown setting(s) {', '.join(unknown)}",
+                              hint=f"known settings: {', '.join(sorted(known))}")
+        return cls(**dict(values))
+
+    def as_dict(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}

@@ -1,0 +1,508 @@
+"""NAKACK4 (seed nakack4-design.txt): reliable multicast over fixed ring buffers, with a blocking sender. Sans-IO.
+
+Sender (the local member's own messages):
+- `send {payload}` takes the next seqno S if S - low <= capacity and sends one `Nakack4Msg` per other member of
+  the current view (the runtime bundles them); the send that fills the window emits `window_full`. A send
+  while the window is full raises `WindowFull` (nothing taken): the caller waits for `window_unblocked` (with
+  `blocked_ms`) and sends again. `close` wakes a blocked sender; sends then raise `SenderClosed`.
+- Acks: the highest ack of every receiver; when their minimum rises, `low` rises (room again). ACKs from
+  anyone else (a non-member, an ACK above what was sent) are discarded: they cannot block or unblock anyone.
+- Retransmit task (every `xmit_interval`, armed only while there is work): an idle sender with unacked messages
+  sends `Nakack4Highest` so a lost tail is asked for; `XMIT_REQ`s are answered with `Nakack4XmitRsp` of the
+  messages still held (`xmit_req_rx` names what was found and what is no longer held).
+Receiver (one window per sender):
+- accepts low < seqno <= low + capacity, drops and counts the rest (`below_window`, `outside_window`), delivers
+  in order; an ACK (highest delivered) leaves after `ack_threshold` deliveries or with the next task run, which
+  also sends an `XMIT_REQ` to the sender for every gap (up to `max_xmit_req_size` seqnos; a seqno already
+  asked for is asked again after 2, 4, 8, ... runs (at most 1 s), so answers in flight are not asked twice).
+Views: a member that left stops holding `low` back (which can release a blocked sender); its unacked messages
+and its window are retained for `retain_departed_ms` so it gets everything if it comes back after a partition.
+A member the view adds is synchronised by the broadcast-link start sync (`sync.py`: `tipc` or `legacy`); the
+BcastState it gets is the digest entry of that sender (views carry no digest here).
+`send_atomic` and the `stall_ms` argument of `send` model concurrent application threads (see sender.py).
+"""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, ClassVar, Hashable, Iterable
+
+from node.core import Deliver, Effect, Emit, Protocol, Send, SetTimer
+from node.errors import ConfigError, UsageError
+from node.multicast.config import SYNC_MODES, Nakack4Config
+from node.multicast.errors import SenderClosed, WindowFull
+from node.multicast.receiver import RecvEntry
+from node.multicast.ring import NEW, ReceiveWindow, SendWindow
+from node.multicast.sender import Blocking, Departed, SendLock
+from node.multicast.sync import StartSync
+from node.wire import (MAX_DATAGRAM_BYTES, MAX_SENDER_BYTES, BcastState, BcastStateReq, Nakack4Ack, Nakack4Highest,
+                       Nakack4Msg, Nakack4XmitReq, Nakack4XmitRsp)
+
+XMIT_TIMER = "xmit"
+XMIT_BACKOFF_MAX_S = 1.0  # a seqno asked for is asked again after 2, 4, 8, ... xmit intervals, at most this
+# datagram header with the longest sender name, one message head, the fixed fields of a Nakack4Msg
+MAX_PAYLOAD_BYTES = MAX_DATAGRAM_BYTES - (8 + MAX_SENDER_BYTES + 2) - 3 - 12
+ALL_MESSAGES: tuple[type, ...] = (Nakack4Msg, Nakack4XmitReq, Nakack4XmitRsp, Nakack4Highest, Nakack4Ack, BcastState,
+                                  BcastStateReq)
+
+
+class Nakack4(Protocol):
+    """NAKACK4 for member `local`; `members` is the initial view (every window and ack starting at 0)."""
+
+    NAME: ClassVar[str] = "nakack4"
+    MESSAGES: ClassVar[tuple[type, ...]] = ALL_MESSAGES
+
+    def __init__(self, local: str, config: Nakack4Config, members: Iterable[str] | None = None,
+                 bcast_sync: str = "tipc") -> None:
+        if bcast_sync not in SYNC_MODES:
+            raise ConfigError(f"unknown bcast_sync {bcast_sync!r}", hint=f"valid: {', '.join(SYNC_MODES)}")
+        self.local = local
+        self.config = config
+        self.members: tuple[str, ...] = tuple(members) if members is not None else (local,)
+        self.view_id: tuple[str, int] | None = None
+        self.send = SendWindow(config.capacity)
+        self.acks: dict[str, int] = {m: 0 for m in self.members if m != local}
+        self.departed: dict[str, Departed] = {}
+        self.windows: dict[str, RecvEntry] = {m: RecvEntry(ReceiveWindow(config.capacity)) for m in self.acks}
+        self.sync = StartSync(bcast_sync, config.sync_interval_ms / 1000)
+        self.blocking = Blocking()
+        self.lock = SendLock()
+        self.closed = False
+        self.counters: Counter = Counter()
+        self._stalled: dict[int, bytes] = {}  # seqno -> payload taken but not yet sent (stall_ms without atomic)
+        self._xmit_s = config.xmit_interval_ms / 1000
+        self._retain_s = config.retain_departed_ms / 1000
+        self._ack_threshold = config.effective_ack_threshold
+        self._timer_at: float | None = None
+        self._sent_since_run = False
+        self._tx_high = 0  # highest seqno transmitted (a stalled thread may hold a higher taken one back)
+        self._handlers = {Nakack4Msg: self._on_msg, Nakack4XmitRsp: self._on_msg, Nakack4XmitReq: self._on_xmit_req,
+                          Nakack4Highest: self._on_highest, Nakack4Ack: self._on_ack, BcastState: self._on_state,
+                          BcastStateReq: self._on_state_req}
+
+    # --- sans-IO entry points ---------------------------------------------------------------------------------
+    def handle(self, now_s: float, event: Any) -> list[Effect]:
+        effects = super().handle(now_s, event)
+        if self._timer_at is None and self._needs_timer():
+            self._timer_at = now_s + self._xmit_s
+            effects.append(SetTimer(XMIT_TIMER, self._timer_at))
+        return effects
+
+    def on_timer(self, now_s: float, key: Hashable) -> list[Effect]:
+        if key == XMIT_TIMER:
+            self._timer_at = None
+            return self._xmit_task(now_s)
+        if isinstance(key, tuple) and key[0] == "tx":
+            return self._stalled_send_due(now_s, key[1])
+        if isinstance(key, tuple) and key[0] == "expire":
+            return self._expire(now_s, key[1])
+        return []
+
+    def on_received(self, now_s: float, src: str, msg: Any) -> list[Effect]:
+        return self._handlers[type(msg)](now_s, src, msg)
+
+    def on_request(self, now_s: float, op: str, args: dict[str, Any]) -> list[Effect]:
+        """Requests: `send {payload[, stall_ms]}` (raises WindowFull when the window is full, SenderClosed after
+        `close`), `close` (wakes a blocked sender; later sends fail). Raises UsageError for bad requests."""
+        if op == "send":
+            if self.closed:
+                raise SenderClosed(f"{self.NAME}: the sender of {self.local} is closed")
+            payload = args.get("payload")
+            if isinstance(payload, (bytearray, memoryview)):
+                payload = bytes(payload)
+            if not isinstance(payload, bytes):
+                raise UsageError(f"{self.NAME} send: payload must be bytes, got {type(payload).__name__}")
+            if len(payload) > MAX_PAYLOAD_BYTES:
+                raise UsageError(f"{self.NAME} send: payload of {len(payload)} bytes exceeds {MAX_PAYLOAD_BYTES}")
+            stall_ms = args.get("stall_ms")
+            if stall_ms is not None:
+                if isinstance(stall_ms, bool) or not isinstance(stall_ms, (int, float)) or stall_ms < 0:
+                    raise UsageError(f"{self.NAME} send: stall_ms must be a number >= 0, got {stall_ms!r}")
+                return self._send_threaded(now_s, payload, stall_ms / 1000)
+            if self.config.send_atomic and self.lock.busy:
+                self.lock.queue.append((payload, 0.0))
+                return []
+            return self._send_now(now_s, payload)
+        if op == "close":
+            return self._close(now_s)
+        raise UsageError(f"{self.NAME}: unknown request {op!r}", hint="requests: send {payload}, close")
+
+    def on_view(self, now_s: float, view_id: tuple[str, int], members: tuple[str, ...]) -> list[Effect]:
+        old, new = set(self.members), set(members)
+        self.view_id = tuple(view_id)
+        self.members = tuple(members)
+        out: list[Effect] = []
+        for peer in sorted(old - new - {self.local}):
+            out += self._receiver_left(now_s, peer)
+        for peer in sorted(new - old - {self.local}):
+            out += self._receiver_added(now_s, peer)
+        out += self._purge(now_s)
+        return out
+
+    # --- sending ----------------------------------------------------------------------------------------------
+    def _check_room(self) -> None:
+        if not self.send.has_room():
+            self.counters["refused"] += 1
+            raise WindowFull(self.NAME, self.send.high + 1, self.send.low, self.send.capacity)
+
+    def _take(self, now_s: float, payload: bytes, out: list[Effect]) -> int:
+        """Take the next seqno for `payload`; emits window_full when this fills the window."""
+        seqno = self.send.append(payload)
+        if not self.acks:
+            self.send.set_low(seqno)  # nobody else in the view: nothing to wait for
+            self._release()
+        if not self.send.has_room() and self.blocking.block(now_s):
+            out.append(Emit("window_full", {"proto": self.NAME, "seqno": seqno, "low": self.send.low,
+                                            "capacity": self.send.capacity}))
+        return seqno
+
+    def _transmit(self, seqno: int, payload: bytes, out: list[Effect]) -> None:
+        msg = Nakack4Msg(seqno, payload)
+        out += [Send(m, msg) for m in self.members if m != self.local]
+        out.append(Emit("data_tx", {"proto": self.NAME, "to": "*", "seqno": seqno, "conn_id": 0, "first": False,
+                                    "resend": False, "size": len(payload)}))
+        self.counters["sent"] += 1
+        self._sent_since_run = True
+        self._tx_high = max(self._tx_high, seqno)
+
+    def _send_now(self, now_s: float, payload: bytes) -> list[Effect]:
+        self._check_room()
+        out: list[Effect] = []
+        seqno = self._take(now_s, payload, out)
+        self._transmit(seqno, payload, out)
+        return out
+
+    def _send_threaded(self, now_s: float, payload: bytes, stall_s: float) -> list[Effect]:
+        """A send by a thread that is descheduled for `stall_s` between taking its seqno and sending."""
+        if self.config.send_atomic:
+            self.lock.queue.append((payload, stall_s))
+            return self._run_lock(now_s) if self.lock.holder is None else []
+        self._check_room()
+        out: list[Effect] = []
+        seqno = self._take(now_s, payload, out)
+        self._stalled[seqno] = payload
+        out.append(SetTimer(("tx", seqno), now_s + stall_s))
+        return out
+
+    def _run_lock(self, now_s: float) -> list[Effect]:
+        """send_atomic: let queued sends take the lock in turn while the window has room."""
+        out: list[Effect] = []
+        while self.lock.holder is None and self.lock.queue and self.send.has_room() and not self.closed:
+            payload, stall_s = self.lock.queue.popleft()
+            seqno = self._take(now_s, payload, out)
+            if stall_s <= 0:
+                self._transmit(seqno, payload, out)
+                continue
+            self.lock.holder = seqno
+            self._stalled[seqno] = payload
+            out.append(SetTimer(("tx", seqno), now_s + stall_s))
+        return out
+
+    def _stalled_send_due(self, now_s: float, seqno: int) -> list[Effect]:
+        payload = self._stalled.pop(seqno, None)
+        out: list[Effect] = []
+        if payload is not None:
+            self._transmit(seqno, payload, out)
+        if self.lock.holder == seqno:
+            self.lock.holder = None
+            out += self._run_lock(now_s)
+        return out
+
+    def _close(self, now_s: float) -> list[Effect]:
+        self.closed = True
+        self.lock.queue.clear()
+        blocked_s = self.blocking.unblock(now_s)
+        if blocked_s is None:
+            return []
+        return [Emit("window_unblocked", {"proto": self.NAME, "blocked_ms": round(blocked_s * 1000, 3),
+                                          "closed": True})]
+
+    # --- acks, purging, views (sender side) --------------------------------------------------------------------
+    def _release(self) -> None:
+        floor = min([self.send.low] + [d.ack for d in self.departed.values()])
+        self.send.release(floor)
+
+    def _purge(self, now_s: float) -> list[Effect]:
+        """Move low to the minimum ack and release what nobody needs; block or unblock accordingly."""
+        low = min(self.acks.values()) if self.acks else self.send.high
+        if self.send.set_low(low):
+            self._release()
+        out: list[Effect] = []
+        if not self.send.has_room():  # a receiver came back with an older ack: hold its messages first
+            if self.blocking.block(now_s):
+                out.append(Emit("window_full", {"proto": self.NAME, "seqno": self.send.high, "low": self.send.low,
+                                                "capacity": self.send.capacity}))
+        else:
+            blocked_s = self.blocking.unblock(now_s)
+            if blocked_s is not None:
+                out.append(Emit("window_unblocked", {"proto": self.NAME, "blocked_ms": round(blocked_s * 1000, 3),
+                                                     "low": self.send.low}))
+            if self.lock.queue and self.lock.holder is None:
+                out += self._run_lock(now_s)
+        return out
+
+    def _on_ack(self, now_s: float, src: str, msg: Nakack4Ack) -> list[Effect]:
+        self.sync.note_flags(src, msg.flags)
+        out: list[Effect] = []
+        action = "discarded"
+        if msg.seqno > self.send.high:
+            self.counters["acks_above_sent"] += 1
+        elif src in self.acks:
+            self.sync.acked(src)
+            if msg.seqno > self.acks[src]:
+                self.acks[src] = msg.seqno
+            action = "accepted"
+        elif src in self.members and self.sync.acked(src):  # legacy: its first ACK makes it a receiver
+            self.acks[src] = msg.seqno
+            action = "accepted"
+        else:
+            self.counters["acks_from_non_members"] += 1
+        out.append(Emit("ack_rx", {"proto": self.NAME, "from": src, "seqno": msg.seqno, "conn_id": 0,
+                                   "action": action}))
+        if src in self.members and src not in self.windows:
+            guess = self.sync.guess_on_ack(src)
+            if guess is not None:  # legacy: the peer is up, start its window from our own guess
+                self._new_window(src, guess, "guess", out)
+        if action == "accepted":
+            self.counters["acks_accepted"] += 1
+            out += self._purge(now_s)
+        return out
+
+    def _receiver_left(self, now_s: float, peer: str) -> list[Effect]:
+        out: list[Effect] = []
+        ack = self.acks.pop(peer, None)
+        self.sync.remove_receiver(peer)
+        entry = self.windows.get(peer)
+        if self._retain_s > 0:
+            if ack is not None:
+                self.departed[peer] = Departed(ack, now_s)
+            if entry is not None:
+                entry.retained_since_s = now_s
+            out.append(SetTimer(("expire", peer), now_s + self._retain_s))
+        elif entry is not None:
+            del self.windows[peer]
+        self.counters["receivers_left"] += 1
+        return out
+
+    def _receiver_added(self, now_s: float, peer: str) -> list[Effect]:
+        entry = self.windows.get(peer)
+        if entry is not None:
+            entry.retained_since_s = None
+        departed = self.departed.pop(peer, None)
+        low_seqno = self.send.high + 1
+        if departed is not None:
+            low_seqno = max(departed.ack + 1, self.send.oldest_held())
+        counts, msg = self.sync.add_receiver(now_s, peer, self.send.high + 1, low_seqno)
+        if counts:
+            self.acks[peer] = msg.low_seqno - 1
+        elif departed is not None:
+            self.departed[peer] = departed  # legacy: keep its messages until its first ACK or the expiry
+        self.counters["receivers_added"] += 1
+        return [Send(peer, msg), self._state_event("bcast_state_tx", peer, msg)]
+
+    def _expire(self, now_s: float, peer: str) -> list[Effect]:
+        if peer in self.members:
+            return []
+        departed = self.departed.get(peer)
+        if departed is not None and now_s - departed.since_s >= self._retain_s - 1e-9:
+            del self.departed[peer]
+            self._release()
+        entry = self.windows.get(peer)
+        if entry is not None and not entry.active and now_s - entry.retained_since_s >= self._retain_s - 1e-9:
+            del self.windows[peer]
+            self.counters["windows_expired"] += 1
+        return []
+
+    def _on_xmit_req(self, now_s: float, src: str, msg: Nakack4XmitReq) -> list[Effect]:
+        if msg.sender != self.local:
+            self.counters["xmit_reqs_for_others"] += 1  # only original senders retransmit here
+            return []
+        out: list[Effect] = []
+        found: list[int] = []
+        missing: list[int] = []
+        for seqno in msg.seqnos:
+            payload = self.send.get(seqno)
+            if payload is None:
+                missing.append(seqno)
+                continue
+            found.append(seqno)
+            if len(found) <= self.config.max_xmit_req_size:
+                out.append(Send(src, Nakack4XmitRsp(seqno, payload)))
+                out.append(Emit("data_tx", {"proto": self.NAME, "to": src, "seqno": seqno, "conn_id": 0,
+                                            "first": False, "resend": True, "size": len(payload)}))
+                if seqno in self._stalled:
+                    self.counters["resent_before_sent"] += 1
+        self.counters["resent"] += len(found)
+        self.counters["xmit_missing"] += len(missing)
+        out.append(Emit("xmit_req_rx", {"proto": self.NAME, "from": src, "seqnos": list(msg.seqnos),
+                                        "found": found, "missing": missing}))
+        return out
+
+    def _on_state_req(self, now_s: float, src: str, msg: BcastStateReq) -> list[Effect]:
+        self.sync.note_flags(src, msg.flags)
+        if src not in self.acks:
+            self.counters["state_reqs_ignored"] += 1
+            return []
+        state = BcastState(self.send.high + 1, self.acks[src] + 1, self.sync.flags)
+        return [Send(src, state), self._state_event("bcast_state_tx", src, state)]
+
+    def _state_event(self, type_: str, peer: str, msg: BcastState) -> Emit:
+        return Emit(type_, {"peer": peer, "next_seqno": msg.next_seqno, "low": msg.low_seqno,
+                            "sync": self.sync.mode if type_.endswith("_tx") else
+                            ("tipc" if msg.flags & 1 else "legacy")})
+
+    # --- receiving --------------------------------------------------------------------------------------------
+    def _new_window(self, peer: str, low: int, how: str, out: list[Effect]) -> RecvEntry:
+        entry = RecvEntry(ReceiveWindow(self.config.capacity, low))
+        self.windows[peer] = entry
+        self.counters[f"windows_by_{how}"] += 1
+        out.append(Emit("bcast_window", {"proto": self.NAME, "peer": peer, "low": low, "how": how}))
+        return entry
+
+    def _data_rx(self, src: str, seqno: int, action: str, resend: bool) -> Emit:
+        return Emit("data_rx", {"proto": self.NAME, "from": src, "seqno": seqno, "conn_id": 0, "first": False,
+                                "action": action, "resend": resend})
+
+    def _on_msg(self, now_s: float, src: str, msg: Nakack4Msg | Nakack4XmitRsp) -> list[Effect]:
+        resend = type(msg) is Nakack4XmitRsp
+        out: list[Effect] = []
+        entry = self.windows.get(src)
+        if entry is None:
+            self.counters["no_window"] += 1
+            out.append(self._data_rx(src, msg.seqno, "no_conn", resend))
+            self._ask_state(now_s, src, out)
+            return out
+        if not resend and msg.seqno in entry.requested:
+            del entry.requested[msg.seqno]
+            entry.counters["spurious_xmit_reqs"] += 1  # the original came after all: asking was not needed
+            self.counters["spurious_xmit_reqs"] += 1
+        result = entry.window.add(msg.seqno, msg.payload)
+        if result != NEW:
+            entry.counters[result] += 1
+            self.counters[result] += 1
+            if resend and result != "outside_window":
+                entry.counters["spurious_xmit_rsps"] += 1
+                self.counters["spurious_xmit_rsps"] += 1
+            if result != "outside_window":
+                entry.ack_pending = True  # the sender resends what we have: it lacks our ack
+            out.append(self._data_rx(src, msg.seqno, result, resend))
+            return out
+        ready = entry.window.drain()
+        entry.counters["received"] += 1
+        out.append(self._data_rx(src, msg.seqno, "deliver" if ready else "buffer", resend))
+        self._deliver(src, entry, ready, out)
+        return out
+
+    def _deliver(self, src: str, entry: RecvEntry, ready: list[tuple[int, bytes]], out: list[Effect]) -> None:
+        if not ready:
+            return
+        for _seqno, payload in ready:
+            out.append(Deliver(src, payload, "multicast"))
+        entry.counters["delivered"] += len(ready)
+        self.counters["delivered"] += len(ready)
+        entry.delivered_since_ack += len(ready)
+        if entry.delivered_since_ack >= self._ack_threshold:
+            self._send_ack(src, entry, out)
+
+    def _send_ack(self, peer: str, entry: RecvEntry, out: list[Effect]) -> None:
+        entry.delivered_since_ack = 0
+        entry.ack_pending = False
+        seqno = entry.window.low
+        out.append(Send(peer, Nakack4Ack(seqno, self.sync.flags)))
+        out.append(Emit("ack_tx", {"proto": self.NAME, "to": peer, "seqno": seqno, "conn_id": 0}))
+
+    def _ask_state(self, now_s: float, src: str, out: list[Effect]) -> None:
+        if src in self.members and self.sync.may_ask(now_s, src):
+            self.counters["state_reqs"] += 1
+            out.append(Send(src, BcastStateReq(self.sync.flags)))
+
+    def _on_highest(self, now_s: float, src: str, msg: Nakack4Highest) -> list[Effect]:
+        out: list[Effect] = []
+        entry = self.windows.get(src)
+        if entry is None:
+            self._ask_state(now_s, src, out)
+            return out
+        if msg.seqno <= entry.window.low:
+            entry.ack_pending = True  # it has unacked messages we delivered: our ack was lost
+        else:
+            entry.window.note_highest(msg.seqno)
+        return out
+
+    def _on_state(self, now_s: float, src: str, msg: BcastState) -> list[Effect]:
+        self.sync.note_flags(src, msg.flags)
+        out: list[Effect] = [self._state_event("bcast_state_rx", src, msg)]
+        entry = self.windows.get(src)
+        if entry is None:
+            entry = self._new_window(src, self.sync.start_low(src, msg), "state", out)
+        elif not self.sync.legacy_with(src):
+            if entry.window.low + 1 < msg.low_seqno:  # it no longer holds what we miss: skip across the gap
+                held, lost = entry.window.skip_to(msg.low_seqno - 1)
+                entry.counters["skipped"] += lost
+                self.counters["skipped"] += lost
+                if lost:
+                    out.append(Emit("bcast_skip", {"proto": self.NAME, "peer": src, "lost": lost,
+                                                   "low": entry.window.low}))
+                self._deliver(src, entry, held + entry.window.drain(), out)
+            entry.window.note_highest(msg.next_seqno - 1)
+        self._send_ack(src, entry, out)  # tells the sender we are synchronised (legacy: our NAME_DISTR)
+        return out
+
+    # --- the retransmit task ----------------------------------------------------------------------------------
+    def _needs_timer(self) -> bool:
+        if self.send.high > self.send.low or self.sync.outgoing:
+            return True
+        for peer, entry in self.windows.items():
+            if entry.delivered_since_ack or entry.ack_pending:
+                return True
+            if entry.active and entry.window.has_gaps():
+                return True
+        return False
+
+    def _xmit_task(self, now_s: float) -> list[Effect]:
+        out: list[Effect] = []
+        limit = self.config.max_xmit_req_size
+        for peer, entry in self.windows.items():
+            if entry.delivered_since_ack or entry.ack_pending:
+                self._send_ack(peer, entry, out)
+            entry.forget_requests_up_to(entry.window.low - entry.window.capacity)
+            if not entry.active or not entry.window.has_gaps():
+                continue
+            missing = entry.window.missing(limit)
+            missing = entry.to_ask(now_s, missing, self._xmit_s, XMIT_BACKOFF_MAX_S) if missing else missing
+            if missing:
+                entry.counters["xmit_reqs"] += 1
+                out.append(Send(peer, Nakack4XmitReq(peer, tuple(missing))))
+                out.append(Emit("xmit_req_tx", {"proto": self.NAME, "to": peer, "seqnos": missing}))
+        for peer, msg in self.sync.due(now_s, self.send.high + 1, {p: a + 1 for p, a in self.acks.items()}):
+            out.append(Send(peer, msg))
+            out.append(self._state_event("bcast_state_tx", peer, msg))
+        high = self._tx_high
+        if high > self.send.low and not self._sent_since_run:
+            lagging = [m for m in self.members if m != self.local and self.acks.get(m, -1) < high]
+            if lagging:
+                self.counters["highest_sent"] += 1
+            out += [Send(m, Nakack4Highest(high)) for m in lagging]
+        self._sent_since_run = False
+        return out
+
+    # --- state ------------------------------------------------------------------------------------------------
+    @property
+    def blocked(self) -> bool:
+        return self.blocking.since_s is not None
+
+    def state(self, now_s: float) -> dict[str, Any]:
+        """JSON-able state: the send window with acks and blocking, every receive window, the view, counters."""
+        w = self.send
+        return {
+            "proto": self.NAME, "local": self.local, "bcast_sync": self.sync.mode,
+            "view_id": None if self.view_id is None else list(self.view_id), "members": list(self.members),
+            "config": self.config.as_dict(),
+            "send": {"low": w.low, "highest_sent": w.high, "unacked": w.unacked, "capacity": w.capacity,
+                     "oldest_held": w.oldest_held(), "acks": dict(sorted(self.acks.items())),
+                     "departed": {p: {"ack": d.ack, "ago_ms": round((now_s - d.since_s) * 1000)}
+                                  for p, d in sorted(self.departed.items())},
+                     "syncing": sorted(self.sync.outgoing), "pending_receivers": sorted(self.sync.pending),
+                     "queued": len(self.lock.queue), "closed": self.closed, **self.blocking.to_state(now_s)},
+            "windows": {p: e.to_state() for p, e in sorted(self.windows.items())},
+            "legacy_peers": sorted(self.sync.legacy_peers),
+            "counters": dict(self.counters),
+        }
