@@ -1,5 +1,6 @@
 """`make demo` for now: start 3 nodes, show that they hear each other, cut n1 -> n2 one way and show the
-asymmetric result, heal, and stop. (The seed-bug demo of the harness issue replaces it.)"""
+asymmetric result (who hears whom, and the asymmetric views of the seeds: n2's view without n1 while n1's still
+holds n2), heal, show the merged views, and stop. (The seed-bug demo of the harness issue replaces it.)"""
 from __future__ import annotations
 
 import time
@@ -10,7 +11,7 @@ from rich.table import Table
 
 from chaos import cluster, partition
 
-SETTLE_S = 2.5  # a little more than the nodes' silence threshold (1.5 s), so a cut shows
+SETTLE_S = 3.0  # more than the silence threshold (1.5 s) plus a view change or a merge round (1 s)
 console = Console(highlight=False)
 
 
@@ -27,10 +28,20 @@ def hearing_table(title: str, hearing: dict[str, set[str]]) -> Table:
     return table
 
 
+def views_line(run: cluster.Cluster) -> str:
+    """Every node's current group view, e.g. `n1: [n1 n2 n3]  n2: [n2 n3]`."""
+    parts = []
+    for name in run.names:
+        view = run.client(name).view()
+        parts.append(f"{name}: [{' '.join(view['members'])}]" if view else f"{name}: (no view)")
+    return "views  " + "  ".join(parts)
+
+
 def _settle_and_show(run: cluster.Cluster, title: str) -> dict[str, set[str]]:
     time.sleep(SETTLE_S)
     hearing = run.hearing()
     console.print(hearing_table(title, hearing))
+    console.print(views_line(run), markup=False)
     return hearing
 
 
