@@ -13,7 +13,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from node.errors import SplitlabError, UsageError
+from node.errors import SplitlabError
 
 console = Console(highlight=False)
 err = Console(stderr=True, highlight=False)

@@ -20,6 +20,7 @@ import docker.errors
 
 from chaos import compose, images
 from chaos.naming import LABEL_NODE, LABEL_RUN, check_run_id, container_name, new_run_id, node_names, project_name
+from chaos.netns import Netns, target
 from chaos.nodeclient import NodeClient
 from chaos.proc import run
 from node.config import CONTROL_PORT
@@ -303,10 +304,8 @@ def as_dict(cluster: Cluster) -> dict[str, Any]:
             "nodes": [dict(asdict(n), control_url=n.control_url) for n in cluster.nodes]}
 
 
-def namespaces(cluster: Cluster) -> dict[str, "Netns"]:
+def namespaces(cluster: Cluster) -> dict[str, Netns]:
     """Every node's network namespace, after the labelling and host-namespace refusals of `chaos.netns`."""
-    from chaos.netns import target
-
     client = docker_client()
     out = {}
     for info in cluster.nodes:

@@ -60,13 +60,8 @@ def capabilities() -> dict[str, tuple[bool, str]]:
         from chaos import doctor
 
         netem_check = doctor.check_netem(doctor.system_probe)
-        nfq_check = doctor.check_nfqueue(doctor.system_probe)
+        nfq_check = doctor.check_nfqueue(doctor.system_probe, doctor.nfqueue_binding_error())
         nfq_ok, nfq_detail = nfq_check.ok, nfq_check.detail
-        if nfq_ok:
-            try:
-                import netfilterqueue  # noqa: F401  (the shaper's binding)
-            except ImportError as exc:
-                nfq_ok, nfq_detail = False, f"the kernel has NFQUEUE, but {exc}"
         _caps.update(netem=(netem_check.ok, netem_check.detail), nfqueue=(nfq_ok, nfq_detail),
                      iptables=(True, "iptables statistic (pure loss only, kernel RNG: not seeded)"))
     return dict(_caps)

@@ -530,21 +530,11 @@ class Nakack4XmitReq(Message):
 
 @register
 @dataclass(frozen=True)
-class Nakack4XmitRsp(Message):
-    """A retransmitted multicast (answer to an XMIT_REQ) of the datagram's sender. Body as `Nakack4Msg`."""
+class Nakack4XmitRsp(Nakack4Msg):
+    """A retransmitted multicast (answer to an XMIT_REQ) of the datagram's sender. Body as `Nakack4Msg`; a type
+    of its own so receivers and dissectors tell resends apart (layers dispatch on the exact type)."""
 
     TYPE: ClassVar[int] = 50
-    FORMAT: ClassVar[str] = "QI"
-    seqno: int
-    payload: bytes
-
-    def encode_body(self) -> bytes:
-        return struct.pack("!QI", self.seqno, len(self.payload)) + self.payload
-
-    @classmethod
-    def decode_body(cls, body: bytes) -> "Nakack4XmitRsp":
-        (seqno, length), tail = _split_tail(cls, body)
-        return cls(seqno, _payload_tail(cls, length, tail))
 
 
 @register

@@ -7,14 +7,17 @@ a merge check every 1 s. The coordinator resends an unacknowledged view every 25
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any, Mapping
+from typing import ClassVar
 
 from node.errors import ConfigError
+from node.settings import Settings
 
 
 @dataclass(frozen=True)
-class MembershipConfig:
+class MembershipConfig(Settings):
     """Timeouts of failure detection, view installation and merging."""
+
+    LABEL: ClassVar[str] = "membership"
 
     check_interval_ms: int = 250      # how often suspicion is re-evaluated from the heartbeat record
     suspect_timeout_ms: int = 1_500   # a member silent this long is suspected (FD_ALL timeout)
@@ -30,16 +33,3 @@ class MembershipConfig:
         if self.suspect_timeout_ms <= self.check_interval_ms:
             raise ConfigError(f"membership config: suspect_timeout_ms ({self.suspect_timeout_ms}) must exceed "
                               f"check_interval_ms ({self.check_interval_ms})")
-
-    @classmethod
-    def from_mapping(cls, values: Mapping[str, Any]) -> "MembershipConfig":
-        """Build a config from a mapping (parsed env or YAML). Raises ConfigError for unknown keys."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ConfigError(f"membership config: unknown setting(s) {', '.join(unknown)}",
-                              hint=f"known settings: {', '.join(sorted(known))}")
-        return cls(**dict(values))
-
-    def as_dict(self) -> dict[str, int]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}

@@ -8,17 +8,20 @@ them (0: drop at once, as the seed's "remove receiver windows of non-members").
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Any, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from node.errors import ConfigError
+from node.settings import Settings
 
 SYNC_MODES = ("tipc", "legacy")
 
 
 @dataclass(frozen=True)
-class Nakack4Config:
+class Nakack4Config(Settings):
     """Capacity, acking and retransmission of the multicast layer."""
+
+    LABEL: ClassVar[str] = "nakack4"
 
     capacity: int = 16_384            # messages in the fixed ring buffer (per sender)
     ack_threshold: int = 0            # deliveries after which an ACK leaves at once; 0 = capacity // 4
@@ -46,18 +49,8 @@ class Nakack4Config:
         return self.ack_threshold or max(1, self.capacity // 4)
 
     @classmethod
-    def from_mapping(cls, values: Mapping[str, Any]) -> "Nakack4Config":
-        """Build a config from a mapping (parsed env: send_atomic may be 0/1). Raises ConfigError for unknown
-        keys or bad values."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ConfigError(f"nakack4 config: unknown setting(s) {', '.join(unknown)}",
-                              hint=f"known settings: {', '.join(sorted(known))}")
-        values = dict(values)
+    def coerce(cls, values: dict[str, Any]) -> dict[str, Any]:
+        """Parsed environment gives send_atomic as 0/1."""
         if "send_atomic" in values and values["send_atomic"] in (0, 1):
             values["send_atomic"] = bool(values["send_atomic"])
-        return cls(**values)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return values

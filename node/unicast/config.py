@@ -7,15 +7,18 @@ that left is closed after 10 s (DESIGN.md), and a send connection to a non-membe
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Any, Mapping
+from dataclasses import dataclass
+from typing import ClassVar
 
 from node.errors import ConfigError
+from node.settings import Settings
 
 
 @dataclass(frozen=True)
-class UnicastConfig:
+class UnicastConfig(Settings):
     """Timeouts and limits of `unicast1` / `unicast2` / `unicast3` (each variant uses the ones it knows)."""
+
+    LABEL: ClassVar[str] = "unicast"
 
     xmit_interval_ms: int = 100        # period of the retransmit task (acks, XMIT_REQ, tail resend, ageing)
     ack_threshold: int = 100           # deliveries after which an ACK (unicast2: STABLE) leaves at once
@@ -41,17 +44,3 @@ class UnicastConfig:
         start = self.conn_id_start
         if isinstance(start, bool) or not isinstance(start, int) or not 0 < start <= 0xFFFFFFFF:
             raise ConfigError(f"unicast config: conn_id_start must be in 1..{0xFFFFFFFF}, got {start!r}")
-
-    @classmethod
-    def from_mapping(cls, values: Mapping[str, Any]) -> "UnicastConfig":
-        """Build a config from a mapping (e.g. parsed env or YAML). Raises ConfigError for unknown keys."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ConfigError(f"unicast config: unknown setting(s) {', '.join(unknown)}",
-                              hint=f"known settings: {', '.join(sorted(known))}")
-        return cls(**dict(values))
-
-    def as_dict(self) -> dict[str, int]:
-        """The settings as a JSON-able dict (for `node_start` events and the control API)."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
