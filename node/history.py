@@ -6,11 +6,12 @@ Every line is one event object with the envelope of pipeline/SCHEMA.md:
 """
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
 from typing import Any, Callable
+
+import orjson
 
 from node.errors import HistoryError
 
@@ -32,10 +33,10 @@ class HistoryWriter:
         self.buffer_lines = buffer_lines
         self._clock = clock
         self._seq = 0
-        self._pending: list[str] = []
+        self._pending: list[bytes] = []
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = open(self.path, "a", encoding="utf-8")
+            self._file = open(self.path, "ab")
         except OSError as exc:
             raise HistoryError(f"cannot open history file {self.path}: {exc}",
                                hint="the run directory must be writable by the node's user") from None
@@ -48,10 +49,11 @@ class HistoryWriter:
         if self._file is None:
             raise HistoryError(f"history {self.path} is closed; event {type_!r} was not recorded")
         self._seq += 1
-        record = {"v": SCHEMA_VERSION, "ts": round(self._clock(), 6), "seq": self._seq, "run": self.run_id,
+        record = {"v": SCHEMA_VERSION, "ts": self._clock(), "seq": self._seq, "run": self.run_id,
                   "node": self.node, "type": type_}
         record.update(fields)
-        self._pending.append(json.dumps(record, separators=(",", ":"), default=str))
+        # orjson: the node writes several events per message, and the stdlib encoder was a third of its time
+        self._pending.append(orjson.dumps(record, default=str))
         if len(self._pending) >= self.buffer_lines:
             self.flush()
 
@@ -60,7 +62,7 @@ class HistoryWriter:
         if self._file is None:
             return
         if self._pending:
-            self._file.write("\n".join(self._pending) + "\n")
+            self._file.write(b"\n".join(self._pending) + b"\n")
             self._pending.clear()
         self._file.flush()
         if sync:

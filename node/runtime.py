@@ -70,6 +70,7 @@ class NodeRuntime:
         self._msg_counter = 0
         self.data_ip: str | None = None
         self.workloads: list[Workload] = []
+        self._loop: asyncio.AbstractEventLoop | None = None  # the running loop, from bind() on
         self.view: tuple[tuple[str, int], tuple[str, ...]] | None = None  # the last InstallView
         # set whenever a layer emits `window_unblocked`: workloads refused with WindowFull wait on it
         self.window_open = asyncio.Event()
@@ -77,7 +78,7 @@ class NodeRuntime:
 
     # --- clock ------------------------------------------------------------------------------------------------
     def now(self) -> float:
-        return asyncio.get_running_loop().time()
+        return self._loop.time()
 
     # --- lifecycle --------------------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -94,7 +95,7 @@ class NodeRuntime:
 
     async def bind(self) -> None:
         """Resolve the own data address, bind the socket, start the background tasks (no protocol yet)."""
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         host, port = self.config.data_address(self.config.name)
         self.data_ip = await resolve_host(host)
         self._transport, _ = await loop.create_datagram_endpoint(
@@ -158,7 +159,7 @@ class NodeRuntime:
     # --- effects ----------------------------------------------------------------------------------------------
     def apply(self, effects: list[Effect]) -> None:
         """Carry out effects returned by the stack."""
-        loop = asyncio.get_running_loop()
+        loop = self._loop
         for eff in effects:
             if isinstance(eff, Send):
                 self._outbox.setdefault(eff.dst, []).append(encode_message(eff.msg))
