@@ -1,0 +1,198 @@
+"""Pipeline throughput: events analysed per second by `pipeline.analyze` on local[2], for 1M and 10M generated
+events (100k and 1M with quick=True), next to a plain Spark read-parse-count of the same files in the same run,
+and how the analysis time grows from the smaller to the larger history (10x the events; linear growth is 10x).
+
+The histories are generated streaming to disk (one open file per writer, nothing held in memory): four nodes
+multicasting and unicasting, one NAKACK4 retransmission per 50 multicasts, a partition between 40% and 60% of
+the run with split views and a merge after the heal. The baseline reads the same files with the same explicit
+schema and counts the events with a `type` (Spark then parses only that field); the analysis parses and
+type-checks every field, caches the events and runs ten checks, the Parquet tables and the HTML report, so it
+is expected to be an order of magnitude slower. Nothing is asserted.
+"""
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from pipeline.api import analyze
+from pipeline.schema import EVENT_SCHEMA
+from pipeline.session import DRIVER_MEMORY_ENV, spark_session
+
+MASTER = "local[2]"
+NODES = ("n1", "n2", "n3", "n4")
+RUN_ID = "bench-pipeline"
+T0_TS = 1_700_000_000.0
+MSG_INTERVAL_S = 0.0001
+MULTICAST_SHARE = 0.8
+XMIT_EVERY = 50
+WRITE_BUFFER_BYTES = 1 << 20
+BENCH_DRIVER_MEMORY = "4g"
+
+
+class _Writer:
+    """Appends envelope + fields lines to one events file, keeping its `seq`; `ts` never goes back in a file
+    (a writer stamps events as it writes them)."""
+
+    def __init__(self, path: Path, node: str) -> None:
+        self.node = node
+        self.seq = 0
+        self.last_ts = 0.0
+        self.fh: TextIO = open(path, "w", encoding="utf-8", buffering=WRITE_BUFFER_BYTES)
+
+    def emit(self, ts: float, type_: str, body: str) -> None:
+        self.seq += 1
+        ts = self.last_ts = max(ts, self.last_ts)
+        self.fh.write(f'{{"v":1,"ts":{ts:.6f},"seq":{self.seq},"run":"{RUN_ID}","node":"{self.node}",'
+                      f'"type":"{type_}"{body}}}\n')
+
+    def close(self) -> None:
+        self.fh.close()
+
+
+def generate_history(run_dir: Path, target_events: int, seed: int = 1) -> int:
+    """Write a run of about `target_events` events under `run_dir/events/`; return the exact count."""
+    rng = random.Random(seed)
+    events_dir = run_dir / "events"
+    events_dir.mkdir(parents=True, exist_ok=True)
+    writers = {n: _Writer(events_dir / f"{n}.jsonl", n) for n in NODES}
+    ctl = _Writer(events_dir / "controller.jsonl", "controller")
+    total = 0
+
+    def view(nodes: tuple[str, ...], ts: float, n: int, members: tuple[str, ...]) -> int:
+        body = f',"view_id":["{members[0]}",{n}],"members":[{",".join(f"{chr(34)}{m}{chr(34)}" for m in members)}]'
+        for node in nodes:
+            writers[node].emit(ts, "view", body)
+        return len(nodes)
+
+    expected_messages = max(1, target_events // 8)
+    split_at, heal_at = int(expected_messages * 0.4), int(expected_messages * 0.6)
+    groups: dict[str, tuple[str, ...]] = {n: NODES for n in NODES}
+    counters = {n: 0 for n in NODES}
+    seqnos = {n: 0 for n in NODES}
+    total += view(NODES, T0_TS, 1, NODES)
+    i = 0
+    try:
+        while total < target_events:
+            ts = T0_TS + 0.01 + i * MSG_INTERVAL_S
+            if i == split_at:
+                ctl.emit(ts, "fault_start", f',"fault_id":"f1","kind":"partition","detail":{{"bisect":true}},'
+                                            f'"applied_ts":{ts:.6f},"effective_ts":{ts + 0.001:.6f}')
+                total += 1 + view(("n1", "n2"), ts + 0.002, 2, ("n1", "n2")) + view(("n3", "n4"), ts + 0.002, 2,
+                                                                                      ("n3", "n4"))
+                groups = {"n1": ("n1", "n2"), "n2": ("n1", "n2"), "n3": ("n3", "n4"), "n4": ("n3", "n4")}
+            if i == heal_at:
+                ctl.emit(ts, "heal", f',"applied_ts":{ts:.6f},"effective_ts":{ts + 0.001:.6f}')
+                total += 1 + view(NODES, ts + 0.01, 3, NODES)
+                groups = {n: NODES for n in NODES}
+            sender = NODES[i % len(NODES)]
+            counters[sender] += 1
+            msg_id = f"{sender}.1700000000000.{counters[sender]}"
+            w = writers[sender]
+            if rng.random() < MULTICAST_SHARE:
+                seqnos[sender] += 1
+                seqno = seqnos[sender]
+                w.emit(ts, "app_send", f',"msg_id":"{msg_id}","kind":"multicast","to":"*","size":100')
+                w.emit(ts, "data_tx", f',"proto":"nakack4","to":"*","seqno":{seqno},"conn_id":0,"first":false,'
+                                      f'"resend":false,"size":100')
+                total += 2
+                for k, receiver in enumerate(r for r in groups[sender] if r != sender):
+                    at = ts + 0.0005 + 0.0001 * k
+                    rw = writers[receiver]
+                    if seqno % XMIT_EVERY == 0 and k == 0:
+                        rw.emit(at, "xmit_req_tx", f',"proto":"nakack4","to":"{sender}","seqnos":[{seqno}]')
+                        w.emit(at + 0.0001, "xmit_req_rx", f',"proto":"nakack4","from":"{receiver}",'
+                                                          f'"seqnos":[{seqno}],"found":[{seqno}],"missing":[]')
+                        w.emit(at + 0.0001, "data_tx", f',"proto":"nakack4","to":"{receiver}","seqno":{seqno},'
+                                                      f'"conn_id":0,"first":false,"resend":true,"size":100')
+                        at += 0.0003
+                        total += 3
+                    rw.emit(at, "data_rx", f',"proto":"nakack4","from":"{sender}","seqno":{seqno},"conn_id":0,'
+                                           f'"first":false,"action":"deliver"')
+                    rw.emit(at, "app_deliver", f',"msg_id":"{msg_id}","kind":"multicast","from":"{sender}"')
+                    total += 2
+            else:
+                receiver = rng.choice([r for r in groups[sender] if r != sender])
+                at = ts + 0.0004
+                w.emit(ts, "app_send", f',"msg_id":"{msg_id}","kind":"unicast","to":"{receiver}","size":50')
+                w.emit(ts, "data_tx", f',"proto":"unicast3","to":"{receiver}","seqno":{counters[sender]},'
+                                      f'"conn_id":1,"first":false,"resend":false,"size":50')
+                rw = writers[receiver]
+                rw.emit(at, "data_rx", f',"proto":"unicast3","from":"{sender}","seqno":{counters[sender]},'
+                                       f'"conn_id":1,"first":false,"action":"deliver"')
+                rw.emit(at, "app_deliver", f',"msg_id":"{msg_id}","kind":"unicast","from":"{sender}"')
+                total += 4
+            i += 1
+    finally:
+        for writer in (*writers.values(), ctl):
+            writer.close()
+    return total
+
+
+def _read_count(spark: SparkSession, run_dir: Path) -> int:
+    """The baseline: read and parse the same files with the same explicit schema, count the events."""
+    files = sorted(str(p) for p in (run_dir / "events").glob("*.jsonl"))
+    return spark.read.schema(EVENT_SCHEMA).json(files).filter(F.col("type").isNotNull()).count()
+
+
+def _measure(spark: SparkSession, work: Path, target_events: int) -> dict[str, Any]:
+    run_dir = work / f"run-{target_events}"
+    events = generate_history(run_dir, target_events)
+    started = time.monotonic()
+    counted = _read_count(spark, run_dir)
+    read_s = time.monotonic() - started
+    started = time.monotonic()
+    summary = analyze(run_dir, spark=spark)
+    analyze_s = time.monotonic() - started
+    if counted != events or summary.history["events"] != events:
+        raise RuntimeError(f"event counts disagree: generated {events}, read-count {counted}, "
+                           f"analysed {summary.history['events']}")
+    shutil.rmtree(run_dir)
+    return {"events": events, "read_s": read_s, "analyze_s": analyze_s, "status": summary.status}
+
+
+def _label(n: int) -> str:
+    return f"{n // 1_000_000}M" if n >= 1_000_000 else f"{n // 1000}k"
+
+
+def run(quick: bool) -> list[dict]:
+    """Rows (name, value, unit, baseline, ratio): events/s of analyze vs read-and-count, and time growth."""
+    sizes = (100_000, 1_000_000) if quick else (1_000_000, 10_000_000)
+    os.environ.setdefault(DRIVER_MEMORY_ENV, BENCH_DRIVER_MEMORY)
+    created = SparkSession.getActiveSession() is None
+    spark = spark_session(MASTER)
+    rows: list[dict] = []
+    results = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="splitlab-bench-pipeline-") as tmp:
+            for size in sizes:
+                r = _measure(spark, Path(tmp), size)
+                results.append(r)
+                analyzed_eps = r["events"] / r["analyze_s"]
+                read_eps = r["events"] / r["read_s"]
+                rows.append({"name": f"analyze {_label(size)} events ({MASTER})", "value": analyzed_eps,
+                             "unit": "events/s", "baseline": read_eps, "ratio": analyzed_eps / read_eps,
+                             "note": f"analyze {r['analyze_s']:.1f} s vs read+count {r['read_s']:.1f} s; "
+                                     f"verdict {r['status']}"})
+    finally:
+        if created:
+            spark.stop()
+    small, large = results
+    growth = large["analyze_s"] / small["analyze_s"]
+    scale = large["events"] / small["events"]
+    rows.append({"name": f"analyze time growth {_label(sizes[0])} -> {_label(sizes[1])}", "value": growth,
+                 "unit": "x", "baseline": scale, "ratio": growth / scale,
+                 "note": f"read+count grew {large['read_s'] / small['read_s']:.1f}x; baseline = linear"})
+    return rows
+
+
+if __name__ == "__main__":
+    for row in run(quick=os.environ.get("BENCH_QUICK") == "1"):
+        print(row)

@@ -1,0 +1,137 @@
+"""`analyze()`: the whole analysis of one run directory, from event files to summary.json and report.html.
+
+Steps: validate the run directory and the check parameters (both before Spark starts), read and validate the
+history, run every check (a crashing check gives `unknown`), write `report/summary.json`, then the Parquet
+tables and `report/report.html`. `steps` lets a caller show progress: it is called with each step's label and
+must return a context manager that wraps the step.
+"""
+from __future__ import annotations
+
+import contextlib
+import time
+from concurrent.futures import ThreadPoolExecutor
+from collections import Counter
+from pathlib import Path
+from typing import Any, Callable, ContextManager, Mapping
+
+from pyspark.sql import SparkSession
+
+from pipeline import html_report
+from pipeline.checks import CHECKS, CheckContext, CheckResult, run_check
+from pipeline.outputs import write_tables
+from pipeline.params import resolve
+from pipeline.reader import HistoryStats, read_history
+from pipeline.rundir import locate
+from pipeline.session import spark_session
+from pipeline.summary import Summary
+from pipeline.tables import Tables
+from pipeline.timeline import bucket_seconds, plot_data
+
+StepReporter = Callable[[str], ContextManager[None]]
+SUMMARY_FILE = "summary.json"
+CHECK_THREADS = 4
+REPORT_FILE = "report.html"
+
+
+def _no_progress(label: str) -> ContextManager[None]:
+    return contextlib.nullcontext()
+
+
+def _run_checks(ctx: CheckContext, params: dict[str, dict[str, Any]], threads: int) -> dict[str, CheckResult]:
+    """Every check's result, in `CHECKS` order; checks run concurrently (Spark jobs are thread-safe)."""
+    with ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="check") as pool:
+        futures = {c.name: pool.submit(run_check, c, ctx, params[c.name]) for c in CHECKS}
+        return {name: future.result() for name, future in futures.items()}
+
+
+def _run_id(history: HistoryStats, run_dir: Path) -> str:
+    if history.run_ids:
+        return Counter(history.run_ids).most_common(1)[0][0]
+    return run_dir.name
+
+
+def _counts(tables: Tables, history: HistoryStats, results: dict[str, CheckResult]) -> dict[str, Any]:
+    by_type = history.events_by_type
+    sent = history.sent_by_kind
+    delivery = results.get("delivery")
+    facts = delivery.details if delivery is not None and delivery.status != "unknown" else {}
+    first, last = history.first_ts, history.last_ts
+    return {
+        "events": history.events,
+        "files": len(history.files),
+        "nodes": history.nodes,
+        "first_ts": first,
+        "last_ts": last,
+        "duration_s": (last - first) if first is not None and last is not None else None,
+        "msgs_sent": sum(sent.values()),
+        "msgs_sent_by_kind": dict(sorted(sent.items())),
+        "deliveries": by_type.get("app_deliver", 0),
+        "expected_deliveries": facts.get("expected"),
+        "missing_deliveries": facts.get("missing"),
+        "faults": len(tables.fault_periods),
+        "heals": len(tables.heal_times),
+        "events_by_type": dict(sorted(by_type.items())),
+    }
+
+
+def analyze(run_dir: Path | str, master: str | None = None, params: Mapping[str, Mapping[str, Any]] | None = None,
+            *, spark: SparkSession | None = None, report: bool = True,
+            steps: StepReporter | None = None, check_threads: int = CHECK_THREADS) -> Summary:
+    """Analyse the run in `run_dir` and write its outputs under `run_dir/report/`.
+
+    `master`: a Spark master URL (default `$SPLITLAB_SPARK_MASTER`, else `local[*]`); `params`: check
+    parameters `{check: {key: value}}` over the defaults; `spark`: use this session instead; `report`: also
+    write the Parquet tables and report.html (summary.json is always written); `check_threads`: checks run
+    concurrently as Spark jobs from this many threads (their tables are built before).
+    Raises `UsageError` for a bad run directory or bad parameters, `EnvironmentProblem` when Spark cannot start.
+    """
+    step = steps or _no_progress
+    started = time.monotonic()
+    run = locate(run_dir)
+    resolved = resolve(CHECKS, params)
+    with step("starting Spark"):
+        session = spark or spark_session(master)
+    with step("reading history"):
+        read = read_history(session, run)
+    history = read.stats
+    tables = Tables(session, read)
+    try:
+        with step("building tables"):
+            tables.prepare()
+        ctx = CheckContext(spark=session, tables=tables, history=history)
+        with step(f"running {len(CHECKS)} checks"):
+            results = _run_checks(ctx, resolved, check_threads)
+        with step("counting"):
+            counts = _counts(tables, history, results)
+        report_dir = run.report_dir
+        summary = Summary(
+            run_id=_run_id(history, run.run_dir), run_dir=str(run.run_dir), checks=results, counts=counts,
+            history=history.to_dict(),
+            analysis={"master": session.sparkContext.master, "spark_version": session.version,
+                      "analysed_ts": time.time()},
+            outputs={"summary": f"{run.report_dir.name}/{SUMMARY_FILE}"})
+        if report:
+            summary.outputs["report_html"] = f"{run.report_dir.name}/{REPORT_FILE}"
+        bucket_s = bucket_seconds(counts["duration_s"] or 0.0)
+        if report:
+            with step("writing tables"):
+                summary.outputs["tables"] = write_tables(tables, report_dir, bucket_s)
+        summary.analysis["elapsed_s"] = time.monotonic() - started
+        summary.write(report_dir / SUMMARY_FILE)
+        if report:
+            with step("drawing report"):
+                _write_report(tables, summary, report_dir / REPORT_FILE)
+    finally:
+        tables.release()
+    return summary
+
+
+def _write_report(tables: Tables, summary: Summary, path: Path) -> None:
+    from pipeline import plots  # matplotlib loads only when a report is drawn
+
+    delivery = summary.checks.get("delivery")
+    latency = summary.checks.get("latency")
+    pairs = delivery.details.get("pairs", []) if delivery is not None else []
+    percentiles = latency.details.get("latency", {}).get("all", {}) if latency is not None else {}
+    data = plot_data(tables, pairs, percentiles)
+    html_report.write(path, summary, plots.all_plots(data))

@@ -1,0 +1,88 @@
+"""What a check is and how one runs: a named function over the run's tables with parameters and defaults.
+
+A check returns a `Verdict` (ok / fail / unknown, a one-line reason, details for the report). `run_check` turns
+any exception inside a check into an `unknown` verdict carrying the reason, so one broken check never stops
+the analysis.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from pyspark.sql import SparkSession
+
+from pipeline.reader import HistoryStats
+from pipeline.tables import Tables
+
+OK = "ok"
+FAIL = "fail"
+UNKNOWN = "unknown"
+STATUSES = (OK, FAIL, UNKNOWN)
+_ERROR_CHARS = 500
+
+
+@dataclass
+class Verdict:
+    """A check's answer: `status` (ok, fail, unknown), a one-line `reason` and JSON-serialisable `details`."""
+
+    status: str
+    reason: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class CheckContext:
+    """What every check may read: the Spark session, the derived tables and the reader's statistics."""
+
+    spark: SparkSession
+    tables: Tables
+    history: HistoryStats
+
+
+@dataclass(frozen=True)
+class Check:
+    """A named check: `func(ctx, params) -> Verdict`, its parameters' `defaults` and a one-line `summary`.
+
+    A parameter whose default is None is an optional number (a threshold that is off by default).
+    """
+
+    name: str
+    summary: str
+    defaults: Mapping[str, Any]
+    func: Callable[[CheckContext, dict[str, Any]], Verdict]
+
+
+@dataclass
+class CheckResult:
+    """The outcome of one check in the summary: status, reason, details and the parameters it ran with."""
+
+    name: str
+    status: str
+    reason: str
+    details: dict[str, Any]
+    params: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "reason": self.reason, "details": self.details, "params": self.params}
+
+
+def run_check(check: Check, ctx: CheckContext, params: dict[str, Any]) -> CheckResult:
+    """Run `check`; an exception inside it becomes an `unknown` result whose reason names the error."""
+    try:
+        verdict = check.func(ctx, dict(params))
+    except Exception as exc:  # a crashing check yields `unknown`, never a crash of the analysis
+        first_line = (str(exc).strip().splitlines() or [""])[0][:_ERROR_CHARS]
+        return CheckResult(name=check.name, status=UNKNOWN,
+                           reason=f"the check raised {type(exc).__name__}: {first_line}",
+                           details={"error_type": type(exc).__name__}, params=dict(params))
+    if verdict.status not in STATUSES:
+        return CheckResult(name=check.name, status=UNKNOWN,
+                           reason=f"the check returned an invalid status {verdict.status!r}",
+                           details=verdict.details, params=dict(params))
+    return CheckResult(name=check.name, status=verdict.status, reason=verdict.reason, details=verdict.details,
+                       params=dict(params))
+
+
+def over(value: float | int, limit: float | int | None) -> bool:
+    """True when the optional `limit` is set and `value` exceeds it."""
+    return limit is not None and value > limit

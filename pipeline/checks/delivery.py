@@ -1,0 +1,56 @@
+"""Check `delivery`: every expected (message, receiver) pair was delivered.
+
+Expected receivers are defined in `pipeline.tables.Tables.expected` (unicast: the target; multicast: the nodes
+whose view at send time contained the sender). Reports sent vs delivered per (sender, receiver) and the first
+missing message ids.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import functions as F
+
+from pipeline.checks.base import FAIL, OK, Check, CheckContext, Verdict, over
+
+
+def check(ctx: CheckContext, params: dict[str, Any]) -> Verdict:
+    facts = ctx.tables.delivery_facts
+    ignored = list(params["ignore_receivers"])
+    if ignored:
+        facts = facts.filter(~F.col("receiver").isin(*ignored))
+    pairs = (facts.groupBy("sender", "receiver")
+             .agg(F.count(F.lit(1)).alias("expected"),
+                  F.sum(F.col("delivered").cast("long")).alias("delivered"))
+             .orderBy("sender", "receiver").collect())
+    table = [{"sender": r["sender"], "receiver": r["receiver"], "expected": int(r["expected"]),
+              "delivered": int(r["delivered"]), "missing": int(r["expected"] - r["delivered"])} for r in pairs]
+    expected = sum(p["expected"] for p in table)
+    missing = sum(p["missing"] for p in table)
+    first_missing = [] if not missing else (
+        facts.filter(~F.col("delivered")).orderBy("send_ts", "msg_id", "receiver").limit(params["show"])
+        .select("msg_id", "sender", "receiver", "kind", "send_ts").collect())
+    first = ctx.tables.first_deliveries
+    unexpected = (first.filter(F.col("receiver") != F.col("sender"))
+                  .join(ctx.tables.expected.select("msg_id", "receiver"), ["msg_id", "receiver"], "left_anti"))
+    strays = (unexpected.join(ctx.tables.sends.select("msg_id", F.lit(True).alias("was_sent")), "msg_id", "left")
+              .agg(F.count(F.lit(1)).alias("unexpected"),
+                   F.sum(F.col("was_sent").isNull().cast("long")).alias("unsent")).collect()[0])
+    details = {
+        "expected": expected, "delivered": expected - missing, "missing": missing,
+        "pairs": table, "missing_msgs": [r.asDict() for r in first_missing],
+        "unexpected_deliveries": int(strays["unexpected"]), "deliveries_of_unsent_ids": int(strays["unsent"] or 0),
+        "ignored_receivers": ignored,
+    }
+    if over(missing, params["max_missing"]):
+        worst = sorted((p for p in table if p["missing"]), key=lambda p: -p["missing"])[:3]
+        where = ", ".join(f"{p['sender']}->{p['receiver']}: {p['missing']}" for p in worst)
+        return Verdict(FAIL, f"{missing} of {expected} expected deliveries missing ({where})", details)
+    return Verdict(OK, f"{expected - missing} of {expected} expected deliveries made", details)
+
+
+CHECK = Check(
+    name="delivery",
+    summary="sent vs delivered per (sender, receiver); missing message ids",
+    defaults={"max_missing": 0, "ignore_receivers": [], "show": 20},
+    func=check,
+)

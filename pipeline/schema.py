@@ -1,0 +1,115 @@
+"""The history event schema as Spark sees it: explicit column types and the per-type validation rules.
+
+pipeline/SCHEMA.md is the human-readable version of this module; keep the two in step. Reading never infers
+types: every line is parsed against `EVENT_SCHEMA`, and `problem_column()` names the first rule a line breaks
+(or is null for a valid event).
+"""
+from __future__ import annotations
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+SCHEMA_VERSION = 1
+CORRUPT_FIELD = "_corrupt"
+
+_LONG = T.LongType()
+_DOUBLE = T.DoubleType()
+_STRING = T.StringType()
+_BOOL = T.BooleanType()
+_LONGS = T.ArrayType(T.LongType())
+_STRINGS = T.ArrayType(T.StringType())
+
+ENVELOPE: tuple[tuple[str, T.DataType], ...] = (
+    ("v", _LONG), ("ts", _DOUBLE), ("seq", _LONG), ("run", _STRING), ("node", _STRING), ("type", _STRING),
+)
+
+# Event fields over all types. A string column accepts any JSON value (objects arrive as their JSON text), so
+# `detail` and `config` are kept as JSON text; `view_id` (`[coord, n]`) arrives as two strings.
+FIELDS: tuple[tuple[str, T.DataType], ...] = (
+    ("boot", _LONG), ("data_ip", _STRING), ("control_ip", _STRING), ("members", _STRINGS), ("config", _STRING),
+    ("reason", _STRING), ("peer", _STRING), ("silent_ms", _DOUBLE), ("ping_id", _LONG), ("rtt_ms", _DOUBLE),
+    ("src_ip", _STRING),
+    ("msg_id", _STRING), ("kind", _STRING), ("to", _STRING), ("from", _STRING), ("size", _LONG),
+    ("proto", _STRING), ("seqno", _LONG), ("conn_id", _LONG), ("first", _BOOL), ("resend", _BOOL),
+    ("action", _STRING), ("purged_to", _LONG),
+    ("seqnos", _LONGS), ("found", _LONGS), ("missing", _LONGS),
+    ("bytes", _LONG), ("low", _LONG), ("dir", _STRING), ("state", _STRING),
+    ("view_id", _STRINGS), ("subgroups", T.ArrayType(_STRINGS)),
+    ("blocked_ms", _DOUBLE), ("next_seqno", _LONG),
+    ("fault_id", _STRING), ("detail", _STRING), ("applied_ts", _DOUBLE), ("effective_ts", _DOUBLE),
+    ("sender", _STRING), ("count", _LONG), ("rate", _DOUBLE),
+)
+
+EVENT_SCHEMA = T.StructType(
+    [T.StructField(name, dtype, nullable=True) for name, dtype in ENVELOPE + FIELDS]
+    + [T.StructField(CORRUPT_FIELD, _STRING, nullable=True)]
+)
+
+EVENT_COLUMNS: tuple[str, ...] = tuple(name for name, _ in ENVELOPE + FIELDS)
+
+# The columns the checks read; every field is validated on read, but only these are kept for the analysis.
+ANALYSED_COLUMNS: tuple[str, ...] = (
+    "v", "ts", "seq", "run", "node", "type", "msg_id", "kind", "to", "from", "size", "proto", "seqno", "resend",
+    "action", "seqnos", "found", "missing", "bytes", "view_id", "members", "fault_id", "detail", "applied_ts",
+    "effective_ts",
+)
+
+# Fields an event of a type must carry (non-null, right JSON type); types not listed need only the envelope.
+REQUIRED: dict[str, tuple[str, ...]] = {
+    "node_start": ("boot",),
+    "node_stop": ("reason",),
+    "peer_heard": ("peer",),
+    "peer_silent": ("peer",),
+    "app_send": ("msg_id", "kind", "to"),
+    "app_deliver": ("msg_id", "kind", "from"),
+    "data_tx": ("proto", "to", "seqno"),
+    "data_rx": ("proto", "from", "seqno", "action"),
+    "ack_tx": ("proto", "to", "seqno"),
+    "ack_rx": ("proto", "from", "seqno", "action"),
+    "xmit_req_tx": ("proto", "to", "seqnos"),
+    "xmit_req_rx": ("proto", "from", "seqnos"),
+    "resync_tx": ("proto", "peer", "kind"),
+    "resync_rx": ("proto", "peer", "kind"),
+    "conn_state": ("proto", "peer", "dir", "state"),
+    "view": ("view_id", "members"),
+    "suspect": ("peer",),
+    "unsuspect": ("peer",),
+    "fault_start": ("fault_id", "kind"),
+    "fault_end": ("fault_id",),
+}
+
+# Closed vocabularies checked on read: (type, field) -> allowed values.
+ALLOWED: dict[tuple[str, str], tuple[str, ...]] = {
+    ("app_send", "kind"): ("unicast", "multicast"),
+    ("app_deliver", "kind"): ("unicast", "multicast"),
+    ("data_rx", "action"): ("deliver", "buffer", "duplicate", "below_window", "no_conn", "outside_window",
+                            "wrong_conn"),
+    ("resync_tx", "kind"): ("first_seqno_req", "first_seqno_rsp", "sync", "sync_ok", "sync_ack"),
+    ("resync_rx", "kind"): ("first_seqno_req", "first_seqno_rsp", "sync", "sync_ok", "sync_ack"),
+}
+
+
+def problem_column() -> Column:
+    """A string column: why the parsed line is not a valid event, or null when it is.
+
+    Expects the columns of `EVENT_SCHEMA` (the corrupt-record field holds the raw line when JSON parsing or a
+    field's type failed).
+    """
+    rules: list[tuple[Column, str]] = [
+        (F.col("v").isNull() & F.col("type").isNull() & F.col(CORRUPT_FIELD).isNotNull(), "not a JSON object"),
+        (F.col(CORRUPT_FIELD).isNotNull(), "a field has the wrong JSON type"),
+    ]
+    for name, _ in ENVELOPE:
+        rules.append((F.col(name).isNull(), f"missing envelope field '{name}'"))
+    rules.append((F.col("v") != F.lit(SCHEMA_VERSION), f"schema version is not {SCHEMA_VERSION}"))
+    for type_, fields in REQUIRED.items():
+        for name in fields:
+            rules.append(((F.col("type") == type_) & F.col(name).isNull(), f"{type_} lacks field '{name}'"))
+    for (type_, name), allowed in ALLOWED.items():
+        rules.append(((F.col("type") == type_) & ~F.col(name).isin(*allowed),
+                      f"{type_}.{name} is not one of {', '.join(allowed)}"))
+    expr = None
+    for cond, message in rules:
+        expr = F.when(cond, F.lit(message)) if expr is None else expr.when(cond, F.lit(message))
+    return expr.otherwise(F.lit(None).cast(_STRING))

@@ -1,0 +1,94 @@
+"""The Spark session for the analysis: `local[*]` unless a master is given, quiet, light to start.
+
+The master comes from the `master` argument, else `SPLITLAB_SPARK_MASTER`, else `local[*]`. Logging goes to
+stderr at WARN (chatty start-up loggers at ERROR) through a log4j2 file written at start; no UI, no progress
+bars, few shuffle partitions (histories are small), no adaptive execution (its re-planning costs more than
+it saves on these many small jobs). A session already running in this process is reused.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from py4j.protocol import Py4JError
+from pyspark.errors import PySparkException
+from pyspark.sql import SparkSession
+
+from node.errors import EnvironmentProblem, UsageError
+
+MASTER_ENV = "SPLITLAB_SPARK_MASTER"
+DRIVER_MEMORY_ENV = "SPLITLAB_SPARK_DRIVER_MEMORY"
+DEFAULT_MASTER = "local[*]"
+DEFAULT_DRIVER_MEMORY = "2g"
+SHUFFLE_PARTITIONS = 4
+APP_NAME = "splitlab-analyze"
+
+_LOG4J2 = """\
+rootLogger.level = warn
+rootLogger.appenderRef.console.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = spark %p %c{1}: %m%n
+logger.utils.name = org.apache.spark.util.Utils
+logger.utils.level = error
+logger.native.name = org.apache.hadoop.util.NativeCodeLoader
+logger.native.level = error
+logger.shutdown.name = org.apache.spark.util.ShutdownHookManager
+logger.shutdown.level = error
+logger.blockmgr.name = org.apache.spark.storage.BlockManager
+logger.blockmgr.level = error
+logger.netty.name = org.apache.spark.network
+logger.netty.level = error
+"""
+
+
+def resolve_master(master: str | None = None) -> str:
+    """The master to use: the argument, else `$SPLITLAB_SPARK_MASTER`, else `local[*]`."""
+    return master or os.environ.get(MASTER_ENV) or DEFAULT_MASTER
+
+
+def _log_config() -> Path:
+    path = Path(tempfile.gettempdir()) / f"splitlab-log4j2-{os.getuid()}.properties"
+    if not path.exists() or path.read_text() != _LOG4J2:
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(_LOG4J2)
+        tmp.replace(path)
+    return path
+
+
+def spark_session(master: str | None = None, shuffle_partitions: int = SHUFFLE_PARTITIONS) -> SparkSession:
+    """Return the running session, or start one on `resolve_master(master)`.
+
+    Raises `UsageError` if a master was asked for explicitly and a session on another master already runs in
+    this process, `EnvironmentProblem` if Spark cannot start (no Java, for instance).
+    """
+    wanted = master or os.environ.get(MASTER_ENV)
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        running = active.sparkContext.master
+        if wanted and wanted != running:
+            raise UsageError(f"a Spark session on {running} already runs in this process; cannot switch to {wanted}",
+                             hint="analyze in a new process, or stop the running session first")
+        return active
+    resolved = resolve_master(master)
+    builder = (SparkSession.builder.appName(APP_NAME).master(resolved)
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.sql.adaptive.enabled", "false")
+               .config("spark.sql.debug.maxToStringFields", "200")
+               .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={_log_config()}"))
+    if resolved.startswith("local"):
+        builder = (builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+                   .config("spark.driver.memory", os.environ.get(DRIVER_MEMORY_ENV, DEFAULT_DRIVER_MEMORY)))
+    try:
+        spark = builder.getOrCreate()
+    except (PySparkException, Py4JError, OSError) as exc:
+        raise EnvironmentProblem(f"cannot start Spark on {resolved}: {str(exc).strip().splitlines()[0]}",
+                                 hint="Java 17 must be on PATH (or JAVA_HOME set); check the master URL") from exc
+    spark.sparkContext.setLogLevel("WARN")
+    return spark

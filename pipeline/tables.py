@@ -1,0 +1,235 @@
+"""Derived tables of one run (sends, deliveries, expectations, views, faults, xmit requests), built once.
+
+`Tables` wraps the validated events and builds each derived table on first use; the ones several checks share
+are persisted. Small tables (faults, final views) come back to the driver as plain Python values. Column names
+carry units: `*_ts` are unix seconds, `*_ms` milliseconds, `*_bytes` bytes.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from pipeline.reader import CONTROLLER, History
+
+MSG_ID_PATTERN = r"^(.+)\.(\d+)\.(\d+)$"
+# data_rx actions that mean "the message arrived and was kept" (ends a retransmission request)
+RECEIVED_ACTIONS = ("deliver", "buffer")
+
+
+@dataclass(frozen=True)
+class FaultPeriod:
+    """One fault from its start to its end (its `fault_end`, the next `heal`, or the end of the run)."""
+
+    fault_id: str
+    kind: str
+    start_ts: float
+    end_ts: float
+    detail: Any
+
+
+def event_time() -> Any:
+    """Controller events: when the fault took effect if probed, else when it was applied, else the event time."""
+    return F.coalesce(F.col("effective_ts"), F.col("applied_ts"), F.col("ts"))
+
+
+def length_or_zero(column: str) -> Any:
+    """Length of an array column, 0 for null."""
+    return F.when(F.col(column).isNotNull(), F.size(column)).otherwise(0)
+
+
+class Tables:
+    """The derived tables of one run over the reader's validated events."""
+
+    def __init__(self, spark: SparkSession, history: History) -> None:
+        self.spark = spark
+        self.events = history.events
+        self.history = history.stats
+        self._read = history
+        self._persisted: list[DataFrame] = []
+
+    def _keep(self, df: DataFrame) -> DataFrame:
+        df = df.persist(StorageLevel.MEMORY_AND_DISK)
+        self._persisted.append(df)
+        return df
+
+    def prepare(self) -> None:
+        """Define the tables several checks share (caches fill on first use), so checks can run concurrently."""
+        _ = (self.first_deliveries, self.views, self.has_views, self.delivery_facts, self.xmit_requests,
+             self.reported_missing, self.fault_periods, self.heal_times)
+
+    def release(self) -> None:
+        """Unpersist every table this object cached, and the events."""
+        for df in self._persisted:
+            df.unpersist()
+        self._persisted.clear()
+        self._read.release()
+
+    def of_type(self, *types: str) -> DataFrame:
+        return self.events.filter(F.col("type").isin(*types))
+
+    # --- run facts -----------------------------------------------------------------------------------------
+    @property
+    def nodes(self) -> list[str]:
+        return self.history.nodes
+
+    @property
+    def first_ts(self) -> float:
+        return self.history.first_ts or 0.0
+
+    @property
+    def last_ts(self) -> float:
+        return self.history.last_ts or 0.0
+
+    # --- application -----------------------------------------------------------------------------------------
+    @cached_property
+    def sends(self) -> DataFrame:
+        """One row per message id: `msg_id, sender, kind, to, size_bytes, send_ts` (first send if repeated)."""
+        return (self.of_type("app_send")
+                .groupBy("msg_id")
+                .agg(F.min(F.struct("ts", "node", "kind", "to", "size")).alias("s"))
+                .select("msg_id", F.col("s.node").alias("sender"), F.col("s.kind").alias("kind"),
+                        F.col("s.to").alias("to"), F.col("s.size").alias("size_bytes"),
+                        F.col("s.ts").alias("send_ts")))
+
+    @cached_property
+    def first_deliveries(self) -> DataFrame:
+        """One row per (receiver, msg_id): `sender, kind, deliver_ts, deliver_seq` of the first delivery, `copies`."""
+        return self._keep(
+            self.of_type("app_deliver")
+            .groupBy(F.col("node").alias("receiver"), "msg_id")
+            .agg(F.min(F.struct("ts", "seq", "from", "kind")).alias("d"), F.count(F.lit(1)).alias("copies"))
+            .select("receiver", "msg_id", F.col("d.from").alias("sender"), F.col("d.kind").alias("kind"),
+                    F.col("d.ts").alias("deliver_ts"), F.col("d.seq").alias("deliver_seq"), "copies"))
+
+    # --- membership -------------------------------------------------------------------------------------------
+    @cached_property
+    def views(self) -> DataFrame:
+        """Installed views: `node, ts, seq, view_id` ("coord:n"), `members`, `until_ts` (next view there, or null)."""
+        order = Window.partitionBy("node").orderBy("ts", "seq")
+        return self._keep(
+            self.of_type("view")
+            .select("node", "ts", "seq", F.concat_ws(":", "view_id").alias("view_id"), "members")
+            .withColumn("until_ts", F.lead("ts").over(order)))
+
+    @cached_property
+    def has_views(self) -> bool:
+        return bool(self.views.limit(1).count())
+
+    # --- expectations ----------------------------------------------------------------------------------------
+    @cached_property
+    def expected(self) -> DataFrame:
+        """Who should deliver what: `msg_id, sender, receiver, kind, send_ts`.
+
+        Unicast: the target. Multicast: every other node whose own view in force at send time (by the receiver's
+        history) contains the sender; with no view events in the run, every other node.
+        """
+        sends = self.sends
+        unicast = (sends.filter((F.col("kind") == "unicast") & (F.col("to") != F.col("sender")))
+                   .select("msg_id", "sender", F.col("to").alias("receiver"), "kind", "send_ts"))
+        multicast = sends.filter(F.col("kind") == "multicast").alias("m")
+        if self.has_views:
+            views = self.views.select(F.col("node").alias("receiver"), F.col("ts").alias("from_ts"),
+                                      "until_ts", "members").alias("v")
+            cond = ((F.col("v.receiver") != F.col("m.sender"))
+                    & (F.col("v.from_ts") <= F.col("m.send_ts"))
+                    & (F.col("v.until_ts").isNull() | (F.col("m.send_ts") < F.col("v.until_ts")))
+                    & F.expr("array_contains(v.members, m.sender)"))
+            group = multicast.join(F.broadcast(views), cond, "inner")
+        else:
+            receivers = self.spark.createDataFrame([(n,) for n in self.nodes], "receiver string").alias("v")
+            group = multicast.join(F.broadcast(receivers), F.col("v.receiver") != F.col("m.sender"), "inner")
+        group = group.select("m.msg_id", "m.sender", "v.receiver", "m.kind", "m.send_ts")
+        return unicast.unionByName(group)
+
+    @cached_property
+    def delivery_facts(self) -> DataFrame:
+        """`expected` with the first delivery: `deliver_ts, copies, delivered` (bool), `latency_ms`."""
+        first = self.first_deliveries.select("receiver", "msg_id", "deliver_ts", "copies")
+        return self._keep(
+            self.expected.join(first, ["msg_id", "receiver"], "left")
+            .withColumn("delivered", F.col("deliver_ts").isNotNull())
+            .withColumn("copies", F.coalesce(F.col("copies"), F.lit(0)))
+            .withColumn("latency_ms", (F.col("deliver_ts") - F.col("send_ts")) * 1000.0))
+
+    # --- retransmission ----------------------------------------------------------------------------------------
+    @cached_property
+    def xmit_requests(self) -> DataFrame:
+        """Per (requester, sender, proto, seqno): `requests`, `first_ts`, `last_ts`, `received` (arrived later)."""
+        asked = (self.of_type("xmit_req_tx")
+                 .select(F.col("node").alias("requester"), F.col("to").alias("sender"), "proto",
+                         F.explode("seqnos").alias("seqno"), "ts")
+                 .groupBy("requester", "sender", "proto", "seqno")
+                 .agg(F.count(F.lit(1)).alias("requests"), F.min("ts").alias("first_ts"),
+                      F.max("ts").alias("last_ts")))
+        got = (self.of_type("data_rx").filter(F.col("action").isin(*RECEIVED_ACTIONS))
+               .select(F.col("node").alias("r_requester"), F.col("from").alias("r_sender"),
+                       F.col("proto").alias("r_proto"), F.col("seqno").alias("r_seqno"), F.col("ts").alias("r_ts")))
+        cond = ((F.col("requester") == F.col("r_requester")) & (F.col("sender") == F.col("r_sender"))
+                & (F.col("proto") == F.col("r_proto")) & (F.col("seqno") == F.col("r_seqno"))
+                & (F.col("r_ts") >= F.col("first_ts")))
+        received = asked.join(got, cond, "left_semi").withColumn("received", F.lit(True))
+        return self._keep(
+            asked.join(received.select("requester", "sender", "proto", "seqno", "received"),
+                       ["requester", "sender", "proto", "seqno"], "left")
+            .withColumn("received", F.coalesce(F.col("received"), F.lit(False))))
+
+    @cached_property
+    def reported_missing(self) -> DataFrame:
+        """Per (requester, sender, proto, seqno): how often the sender answered "missing" (no longer held)."""
+        return (self.of_type("xmit_req_rx")
+                .select(F.col("from").alias("requester"), F.col("node").alias("sender"), "proto",
+                        F.explode("missing").alias("seqno"))
+                .groupBy("requester", "sender", "proto", "seqno")
+                .agg(F.count(F.lit(1)).alias("missing_replies")))
+
+    # --- controller -------------------------------------------------------------------------------------------
+    @cached_property
+    def controller_events(self) -> list[dict[str, Any]]:
+        """The controller's fault, heal and workload events, oldest first, with `at_ts` (see `event_time`)."""
+        rows = (self.of_type("fault_start", "fault_end", "heal")
+                .filter(F.col("node") == CONTROLLER)
+                .select("type", "fault_id", "kind", "detail", "ts", "seq", event_time().alias("at_ts"))
+                .orderBy("at_ts", "ts", "seq").collect())
+        return [r.asDict() for r in rows]
+
+    @cached_property
+    def heal_times(self) -> list[float]:
+        return [e["at_ts"] for e in self.controller_events if e["type"] == "heal"]
+
+    @cached_property
+    def fault_periods(self) -> list[FaultPeriod]:
+        """Faults with their periods; a `heal` ends every fault still open, the run's end ends the rest."""
+        open_faults: dict[str, dict[str, Any]] = {}
+        periods: list[FaultPeriod] = []
+
+        def close(fid: str, end_ts: float) -> None:
+            start = open_faults.pop(fid)
+            periods.append(FaultPeriod(fault_id=fid, kind=start["kind"] or "?", start_ts=start["at_ts"],
+                                       end_ts=end_ts, detail=_json_or_text(start["detail"])))
+
+        for event in self.controller_events:
+            if event["type"] == "fault_start":
+                open_faults[event["fault_id"]] = event
+            elif event["type"] == "fault_end" and event["fault_id"] in open_faults:
+                close(event["fault_id"], event["at_ts"])
+            elif event["type"] == "heal":
+                for fid in list(open_faults):
+                    close(fid, event["at_ts"])
+        for fid in list(open_faults):
+            close(fid, max(self.last_ts, open_faults[fid]["at_ts"]))
+        return sorted(periods, key=lambda p: (p.start_ts, p.fault_id))
+
+
+def _json_or_text(value: str | None) -> Any:
+    if value is None:
+        return None
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value

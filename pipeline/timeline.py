@@ -1,0 +1,97 @@
+"""Per-node activity over time and the other small aggregates the report plots, computed in Spark.
+
+Time is cut into buckets of `bucket_s` seconds from the run's first event; each row of the timeline holds, per
+node and bucket, first deliveries, xmit requests sent and messages resent. Everything returned here is small
+enough for the driver.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from pipeline.tables import FaultPeriod, Tables
+
+TARGET_BUCKETS = 120
+HISTOGRAM_BINS = 50
+
+
+def bucket_seconds(duration_s: float, target: int = TARGET_BUCKETS) -> float:
+    """A round bucket width (1, 2, 5 x 10^k seconds) giving about `target` buckets over `duration_s`."""
+    raw = max(duration_s, 1e-3) / target
+    exp = math.floor(math.log10(raw))
+    for step in (1, 2, 5, 10):
+        width = step * 10 ** exp
+        if width >= raw:
+            return float(width)
+    return float(10 ** (exp + 1))
+
+
+@dataclass
+class PlotData:
+    """What the report draws: rates per node per bucket, fault periods, heals, a latency histogram, the matrix."""
+
+    t0_ts: float
+    bucket_s: float
+    nodes: list[str]
+    deliveries: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # node -> (t_s, per second)
+    xmit_requests: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    resent: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    faults: list[FaultPeriod] = field(default_factory=list)
+    heals_ts: list[float] = field(default_factory=list)
+    latency_histogram: list[tuple[float, float]] = field(default_factory=list)  # (bin start ms, count)
+    latency_percentiles: dict[str, Any] = field(default_factory=dict)
+    pairs: list[dict[str, Any]] = field(default_factory=list)
+
+
+def timeline(tables: Tables, bucket_s: float) -> DataFrame:
+    """Per (node, bucket): `t_s` (bucket start, seconds since the first event), `deliveries`, `xmit_requests`,
+    `resent` (counts in the bucket)."""
+    t0 = tables.first_ts
+    bucket = (F.floor((F.col("ts") - F.lit(t0)) / F.lit(bucket_s)) * F.lit(bucket_s)).alias("t_s")
+    deliveries = tables.first_deliveries.select(F.col("receiver").alias("node"), F.col("deliver_ts").alias("ts"),
+                                                F.lit(1).alias("d"), F.lit(0).alias("x"), F.lit(0).alias("r"))
+    activity = (tables.of_type("xmit_req_tx", "data_tx")
+                .filter((F.col("type") == "xmit_req_tx") | F.coalesce(F.col("resend"), F.lit(False)))
+                .select("node", "ts", F.lit(0).alias("d"),
+                        (F.col("type") == "xmit_req_tx").cast("int").alias("x"),
+                        (F.col("type") == "data_tx").cast("int").alias("r")))
+    return (deliveries.unionByName(activity).groupBy("node", bucket)
+            .agg(F.sum("d").alias("deliveries"), F.sum("x").alias("xmit_requests"), F.sum("r").alias("resent")))
+
+
+def latency_histogram(tables: Tables, bins: int = HISTOGRAM_BINS) -> list[tuple[float, float]]:
+    """Equal-width histogram of delivery latencies: (bin start ms, deliveries), bin width from min to max."""
+    delivered = tables.delivery_facts.filter(F.col("delivered")).select("latency_ms")
+    low, high = delivered.agg(F.min("latency_ms"), F.max("latency_ms")).collect()[0]
+    if low is None:
+        return []
+    width = (high - low) / bins or 1.0
+    index = F.least(F.floor((F.col("latency_ms") - F.lit(low)) / F.lit(width)), F.lit(bins - 1)).alias("i")
+    counts = {int(r["i"]): int(r["count"]) for r in delivered.groupBy(index).count().collect()}
+    return [(low + i * width, float(counts.get(i, 0))) for i in range(bins)]
+
+
+def plot_data(tables: Tables, pairs: list[dict[str, Any]], percentiles: dict[str, Any]) -> PlotData:
+    """Collect everything the report draws."""
+    duration_s = max(tables.last_ts - tables.first_ts, 0.0)
+    bucket_s = bucket_seconds(duration_s)
+    data = PlotData(t0_ts=tables.first_ts, bucket_s=bucket_s, nodes=list(tables.nodes),
+                    faults=list(tables.fault_periods), heals_ts=list(tables.heal_times), pairs=pairs,
+                    latency_percentiles=percentiles)
+    n_buckets = int(duration_s // bucket_s) + 1
+    dense: dict[str, dict[str, list[float]]] = {"deliveries": {}, "xmit_requests": {}, "resent": {}}
+    for row in timeline(tables, bucket_s).collect():
+        index = min(int(round(row["t_s"] / bucket_s)), n_buckets - 1)
+        for name, series in dense.items():
+            if row[name]:
+                series.setdefault(row["node"], [0.0] * n_buckets)[index] += row[name] / bucket_s
+    starts = [i * bucket_s for i in range(n_buckets)]
+    data.deliveries, data.xmit_requests, data.resent = (
+        {node: list(zip(starts, values)) for node, values in dense[name].items()}
+        for name in ("deliveries", "xmit_requests", "resent"))
+    data.latency_histogram = latency_histogram(tables)
+    return data

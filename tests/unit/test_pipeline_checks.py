@@ -1,0 +1,105 @@
+"""Pipeline checks on hand-made histories: the clean run passes everything; each anomaly is found by exactly the
+check that should find it; thresholds come from parameters; a crashing check gives `unknown`."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import pipeline_fixtures as pf
+from pipeline_fixtures import analyzed, spark  # noqa: F401  (shared fixtures)
+
+from pipeline import api
+from pipeline.checks import CHECKS
+from pipeline.checks.base import Check, Verdict, run_check
+
+
+def test_clean_history_passes_every_check(analyzed):  # noqa: F811
+    summary = analyzed(pf.clean_scenario)
+
+    assert pf.statuses(summary) == {c.name: "ok" for c in CHECKS}, {n: r.reason for n, r in summary.checks.items()}
+    assert summary.exit_code == 0
+    delivery = summary.checks["delivery"].details
+    # 3 senders x 2 receivers x 3 in phase A and 3 in phase C, 2 unicasts before and 1 during the partition,
+    # n1's multicast during the partition expected at n2 only (n3's view then lacked n1)
+    assert (delivery["expected"], delivery["missing"]) == (28, 0)
+    retrans = summary.checks["retransmission"].details
+    assert retrans["xmit_requests"] == 1 and retrans["resent_messages"] == 2 and retrans["resent_bytes"] == 150
+    assert retrans["sync"]["sync_handshake"]["messages"] == 3
+    assert summary.checks["heal_recovery"].details["recovery_s"] == pytest.approx(0.051, abs=1e-3)
+    assert summary.checks["views"].details["converge_s"] == pytest.approx(0.45, abs=1e-3)
+    written = json.loads((Path(summary.run_dir) / "report" / "summary.json").read_text())
+    assert written["status"] == "ok" and written["run_id"] == "fixture-run"
+    assert written["counts"]["msgs_sent"] == 16
+    assert written["counts"]["msgs_sent_by_kind"] == {"multicast": 13, "unicast": 3}
+
+
+ANOMALIES = [
+    (pf.with_lost_message, "delivery"),
+    (pf.with_duplicate, "duplicates"),
+    (pf.with_reordering, "fifo"),
+    (pf.with_endless_retransmission, "endless_retransmission"),
+    (pf.with_stale_link, "stale_link"),
+    (pf.with_late_convergence, "views"),
+    (pf.with_split_views, "views"),
+    (pf.with_slow_recovery, "heal_recovery"),
+]
+
+
+@pytest.mark.parametrize("build, check", ANOMALIES, ids=[b.__name__ for b, _ in ANOMALIES])
+def test_each_anomaly_is_found_by_exactly_its_check(build, check, analyzed):  # noqa: F811
+    summary = analyzed(build)
+
+    assert pf.not_ok(summary) == {check}, {n: r.reason for n, r in summary.checks.items()}
+    assert summary.checks[check].status == "fail"
+    assert summary.status == "fail" and summary.exit_code == 1
+
+
+def test_lost_message_is_named(analyzed):  # noqa: F811
+    lost = pf.with_lost_message().find("app_send", node="n1")[-1].fields["msg_id"]
+    details = analyzed(pf.with_lost_message).checks["delivery"].details
+
+    assert details["missing"] == 1
+    assert [(m["msg_id"], m["receiver"]) for m in details["missing_msgs"]] == [(lost, "n3")]
+    assert {(p["sender"], p["receiver"]): p["missing"] for p in details["pairs"]}[("n1", "n3")] == 1
+
+
+def test_endless_retransmission_names_the_seqno(analyzed):  # noqa: F811
+    details = analyzed(pf.with_endless_retransmission).checks["endless_retransmission"].details
+
+    assert details["flagged"] == 1
+    example = details["examples"][0]
+    assert (example["requester"], example["sender"], example["proto"], example["seqno"]) == ("n3", "n2", "unicast3", 9)
+    assert example["requests"] == 25
+
+
+def test_parameters_move_the_limits(tmp_path, spark):  # noqa: F811
+    run_dir = pf.with_endless_retransmission().write(tmp_path / "r1")
+    summary = api.analyze(run_dir, spark=spark, report=False, params={
+        "endless_retransmission": {"min_requests": 26},
+        "latency": {"max_p99_ms": 100}, "retransmission": {"max_resent_messages": 1},
+        "views": {"max_converge_s": 0.1}})
+
+    assert pf.not_ok(summary) == {"latency", "retransmission", "views"}
+    assert summary.checks["endless_retransmission"].params["min_requests"] == 26
+
+
+def test_a_crashing_check_gives_unknown_not_a_crash(tmp_path, spark, monkeypatch):  # noqa: F811
+    def explode(ctx, params):
+        raise ZeroDivisionError("boom")
+
+    broken = Check(name="broken", summary="always raises", defaults={}, func=explode)
+    monkeypatch.setattr(api, "CHECKS", CHECKS + (broken,))
+    summary = api.analyze(pf.clean_scenario().write(tmp_path / "r1"), spark=spark, report=False)
+
+    assert summary.checks["broken"].status == "unknown"
+    assert "ZeroDivisionError: boom" in summary.checks["broken"].reason
+    assert pf.not_ok(summary) == {"broken"}
+    assert summary.status == "unknown" and summary.exit_code == 1
+
+
+def test_run_check_reports_an_invalid_status_as_unknown():
+    check = Check(name="odd", summary="", defaults={}, func=lambda ctx, params: Verdict("maybe", "?"))
+    result = run_check(check, ctx=None, params={})
+    assert result.status == "unknown" and "maybe" in result.reason
