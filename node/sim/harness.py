@@ -35,3 +35,21 @@ def send_many(sim: Simulator, src: str, dst: str, count: int, tag: str = "m", si
         sim.request(src, LAYER, "send", {"to": dst, "payload": payload})
         payloads.append(payload)
     return payloads
+
+
+def schedule_one_way_cuts(sim: Simulator, rng, links: list[tuple[str, str]], count: int, start_s: tuple[float, float],
+                          max_cut_s: float, heal_s: float) -> None:
+    """Schedule `count` one-way cuts on links drawn from `links` (each starting within `start_s` and lasting
+    0.2..`max_cut_s` seconds, healed by `heal_s` at the latest), then heal everything and reset every link at
+    `heal_s`: the safety phase of a property test, followed by its liveness phase."""
+    for _ in range(count):
+        src, dst = rng.choice(links)
+        start = rng.uniform(*start_s)
+        end = min(heal_s, start + rng.uniform(0.2, max_cut_s))
+        sim.at(start, lambda s=src, d=dst: sim.partition(s, d))
+        sim.at(end, lambda s=src, d=dst: sim.heal(s, d))
+
+    def heal_everything() -> None:
+        sim.heal()
+        sim.reset_links()
+    sim.at(heal_s, heal_everything)

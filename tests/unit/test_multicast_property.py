@@ -15,6 +15,7 @@ from node.core import make_payload
 from node.membership.sim import converged
 from node.multicast import WindowFull
 from node.multicast.sim import multicast, multicast_sim, nak
+from node.sim.harness import schedule_one_way_cuts
 
 MEMBERS = ("a", "b", "c")
 WORK_S = 6.0      # multicasts are sent during [0.5, WORK_S)
@@ -45,17 +46,8 @@ def run_schedule(seed: int, messages: int = 150):
     for _ in range(messages):
         member = rng.choice(MEMBERS)
         sim.at(rng.uniform(0.5, WORK_S), lambda m=member: send(m))
-    for _ in range(rng.randint(1, 4)):                # one-way partitions, some longer than the suspicion timeout
-        src, dst = rng.choice(links)
-        start = rng.uniform(0.5, WORK_S)
-        end = min(HEAL_S, start + rng.uniform(0.2, 4.0))
-        sim.at(start, lambda s=src, d=dst: sim.partition(s, d))
-        sim.at(end, lambda s=src, d=dst: sim.heal(s, d))
-
-    def heal_everything() -> None:
-        sim.heal()
-        sim.reset_links()
-    sim.at(HEAL_S, heal_everything)
+    # one-way partitions, some longer than the suspicion timeout
+    schedule_one_way_cuts(sim, rng, links, rng.randint(1, 4), (0.5, WORK_S), 4.0, HEAL_S)
     return sim, sent
 
 

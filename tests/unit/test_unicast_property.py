@@ -11,6 +11,7 @@ import pytest
 
 from node.core import make_payload
 from node.sim import unicast_sim
+from node.sim.harness import schedule_one_way_cuts
 from node.unicast import UnicastConfig
 
 MEMBERS = ("a", "b", "c")
@@ -35,17 +36,7 @@ def run_schedule(seed: int, variant: str = "unicast3", messages: int = 240):
         payload = make_payload(f"{src}.{seed}.{len(expected[(src, dst)]) + 1}", 24)
         expected[(src, dst)].append(payload)
         sim.at(t_s, lambda s=src, d=dst, p=payload: sim.request(s, "unicast", "send", {"to": d, "payload": p}))
-    for _ in range(rng.randint(1, 5)):               # one-way partitions, each healed at its own time
-        src, dst = rng.choice(links)
-        start = rng.uniform(0, WORK_S)
-        end = min(HEAL_S, start + rng.uniform(0.2, 3.0))
-        sim.at(start, lambda s=src, d=dst: sim.partition(s, d))
-        sim.at(end, lambda s=src, d=dst: sim.heal(s, d))
-
-    def heal_everything() -> None:
-        sim.heal()
-        sim.reset_links()
-    sim.at(HEAL_S, heal_everything)
+    schedule_one_way_cuts(sim, rng, links, rng.randint(1, 5), (0, WORK_S), 3.0, HEAL_S)
     return sim, expected
 
 
