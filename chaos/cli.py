@@ -127,6 +127,30 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     return analyze_main(args.rest)
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    from chaos.harness.cli import run_main
+
+    return run_main(args.rest)
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from chaos.harness.cli import replay_main
+
+    return replay_main(args.rest)
+
+
+def cmd_sim(args: argparse.Namespace) -> int:
+    from chaos.harness.cli import sim_main
+
+    return sim_main(args.rest)
+
+
+def cmd_torture(args: argparse.Namespace) -> int:
+    from chaos.torture import torture_main
+
+    return torture_main(args.rest)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="splitlab", description="A testbed for reliable-messaging protocols "
                                      "under network faults.")
@@ -157,7 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("compose-template", help="print the default docker-compose.yml")
     p.set_defaults(func=cmd_compose_template)
 
-    p = sub.add_parser("demo", help="the main demonstration")
+    p = sub.add_parser("demo", help="JGRP-1873 under unicast2, then the same schedule under unicast3, side by side")
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("chaos", help="network and process faults: partition, heal, slow, fast, flaky, shape, "
@@ -172,12 +196,22 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("analyze", help="analyse a run's history with Spark", add_help=False)
     p.add_argument("rest", nargs=argparse.REMAINDER)
     p.set_defaults(func=cmd_analyze)
+
+    for name, func, help_ in (
+            ("run", cmd_run, "run a scenario on a fresh cluster and judge it against its expectations"),
+            ("replay", cmd_replay, "run a saved schedule again (the steps at their realised times)"),
+            ("sim", cmd_sim, "run a scenario in the seeded simulator (no Docker)"),
+            ("torture", cmd_torture, "random faults from one seed with a workload, invariants checked after a heal")):
+        p = sub.add_parser(name, help=help_, add_help=False)
+        p.add_argument("rest", nargs=argparse.REMAINDER)
+        p.set_defaults(func=func)
     return parser
 
 
 # Commands with their own parsers get the rest of the command line untouched (argparse's REMAINDER would
 # swallow a leading --help).
-PASSTHROUGH = {"chaos": cmd_chaos, "heal": cmd_heal, "analyze": cmd_analyze}
+PASSTHROUGH = {"chaos": cmd_chaos, "heal": cmd_heal, "analyze": cmd_analyze, "run": cmd_run, "replay": cmd_replay,
+               "sim": cmd_sim, "torture": cmd_torture}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,67 +1,76 @@
-"""`make demo` for now: start 3 nodes, show that they hear each other, cut n1 -> n2 one way and show the
-asymmetric result (who hears whom, and the asymmetric views of the seeds: n2's view without n1 while n1's still
-holds n2), heal, show the merged views, and stop. (The seed-bug demo of the harness issue replaces it.)"""
+"""`make demo`: reproduce JGRP-1873 under unicast2 on real containers, run the very same realised schedule under
+unicast3, and print both verdicts side by side with the paths of the two reports.
+
+The scenario is `scenarios/jgrp1873.yaml` (asymmetric views, late STABLEs, lost retransmission requests). The
+second run replays the first run's realised schedule (each step at the time it was really applied) with the
+`fixed` variant. Exit code 0 when the bug showed under unicast2 and unicast3 stayed clean (both verdicts hold).
+"""
 from __future__ import annotations
 
-import time
+from pathlib import Path
 from typing import Callable
 
 from rich.console import Console
 from rich.table import Table
 
-from chaos import cluster, partition
+from chaos.harness import runner, schedule
+from chaos.harness.load import from_data, load_scenario
+from chaos.harness.progress import Progress
 
-SETTLE_S = 3.0  # more than the silence threshold (1.5 s) plus a view change or a merge round (1 s)
+REPO = Path(__file__).resolve().parent.parent
+SCENARIO = REPO / "scenarios" / "jgrp1873.yaml"
+CHECKS = ("delivery", "duplicates", "endless_retransmission", "fifo", "heal_recovery", "views")
 console = Console(highlight=False)
 
 
-def hearing_table(title: str, hearing: dict[str, set[str]]) -> Table:
-    """A hears-matrix: row = listener, column = speaker."""
-    names = sorted(hearing, key=lambda n: (len(n), n))
-    table = Table(title=title)
-    table.add_column("hears ->")
-    for name in names:
-        table.add_column(name, justify="center")
-    for listener in names:
-        table.add_row(listener, *["-" if s == listener else ("[green]yes[/]" if s in hearing[listener]
-                                                              else "[red]NO[/]") for s in names])
+def _facts(result: runner.RunResult) -> dict[str, str]:
+    """A few numbers that tell the story of one run."""
+    checks = result.summary.checks
+    endless = checks["endless_retransmission"].details
+    sync = checks["retransmission"].details.get("sync", {})
+    worst = endless.get("examples") or [{}]
+    return {
+        "missing deliveries": str(result.summary.counts.get("missing_deliveries")),
+        "extra deliveries (duplicates)": str(checks["duplicates"].details.get("extra_deliveries", 0)),
+        "seqnos asked for in vain": str(endless.get("flagged", 0)),
+        "most requests for one seqno": str(worst[0].get("requests", 0)),
+        "resync messages": str(sum(v.get("messages", 0) for v in sync.values())),
+    }
+
+
+def side_by_side(legacy: runner.RunResult, fixed: runner.RunResult) -> Table:
+    table = Table(title="JGRP-1873: the same schedule under unicast2 and unicast3", title_justify="left")
+    table.add_column("")
+    table.add_column("unicast2 (legacy)")
+    table.add_column("unicast3 (fixed)")
+    for check in CHECKS:
+        row = []
+        for result in (legacy, fixed):
+            status = result.status(check)
+            style = {"ok": "green", "fail": "bold red"}.get(status, "yellow")
+            row.append(f"[{style}]{status}[/]: {result.reason(check)}")
+        table.add_row(check, *row)
+    left, right = _facts(legacy), _facts(fixed)
+    for key in left:
+        table.add_row(f"[dim]{key}[/]", left[key], right[key])
+    table.add_row("verdict", *[("[green]as expected[/]" if r.verdict.held else "[bold red]NOT as expected[/]")
+                               for r in (legacy, fixed)])
     return table
 
 
-def views_line(run: cluster.Cluster) -> str:
-    """Every node's current group view, e.g. `n1: [n1 n2 n3]  n2: [n2 n3]`."""
-    parts = []
-    for name in run.names:
-        view = run.client(name).view()
-        parts.append(f"{name}: [{' '.join(view['members'])}]" if view else f"{name}: (no view)")
-    return "views  " + "  ".join(parts)
-
-
-def _settle_and_show(run: cluster.Cluster, title: str) -> dict[str, set[str]]:
-    time.sleep(SETTLE_S)
-    hearing = run.hearing()
-    console.print(hearing_table(title, hearing))
-    console.print(views_line(run), markup=False)
-    return hearing
-
-
 def main(log: Callable[[str], None]) -> int:
-    run = cluster.up(3, log=log)
-    try:
-        console.print(hearing_table(f"run {run.run_id}: all nodes up", run.hearing()))
-        namespaces = cluster.namespaces(run)
-        data_ips = {n.name: n.data_ip for n in run.nodes}
-        log("cutting n1 -> n2 one way: n2 drops what comes from n1 (iptables inside n2's namespace)")
-        partition.apply(run.run_id, {"n2": {"n1"}}, namespaces, data_ips)
-        hearing = _settle_and_show(run, "one-way cut n1 -> n2")
-        asymmetric = "n1" not in hearing["n2"] and "n2" in hearing["n1"]
-        log("asymmetric result: n2 no longer hears n1, n1 still hears n2" if asymmetric
-            else "[red]unexpected: the cut did not show as asymmetric[/]")
-        log("healing")
-        partition.heal(run.run_id, namespaces)
-        hearing = _settle_and_show(run, "healed")
-        healed = all(h == set(run.names) - {n} for n, h in hearing.items())
-        log(f"history of this run: {run.run_dir / 'events'}")
-    finally:
-        cluster.down(run.run_id, log=log)
-    return 0 if asymmetric and healed else 1
+    """Run the demo; returns the exit code (0: the bug showed under unicast2 and not under unicast3)."""
+    progress = Progress(console)
+    console.rule("1/2  JGRP-1873 under unicast2 (the legacy protocol)")
+    legacy = runner.run(load_scenario(SCENARIO, variant="legacy"), progress=progress)
+    console.rule("2/2  the same realised schedule under unicast3 (the fix)")
+    saved = schedule.load(legacy.run_dir)
+    same = from_data(schedule.replay_document(saved), str(legacy.run_dir / schedule.FILE), "fixed")
+    fixed = runner.run(same, seed=saved.seed, progress=progress, replay_of=str(legacy.run_dir))
+    console.print(side_by_side(legacy, fixed))
+    for label, result in (("unicast2", legacy), ("unicast3", fixed)):
+        console.print(f"{label} report: {result.report_html}")
+    shown = legacy.verdict.held and fixed.verdict.held
+    log("JGRP-1873 reproduced under unicast2 and absent under unicast3" if shown else
+        "[red]the demo did not show what it should: see the tables above and the reports[/]")
+    return 0 if shown else 1

@@ -485,7 +485,8 @@ def heal_run(run_dir: Path, run_id: str, log: Log = lambda _: None, verify: bool
     """Undo everything the run's ledger lists, also when its controller died or its containers are gone.
 
     Restarts killed nodes and unpauses paused ones, removes chains, qdiscs and shapers; then ends the open
-    faults in the history (`fault_end`) and records `heal`. With `verify` and the cluster running, `heal`
+    faults in the history (`fault_end`) and records `heal` (nothing, when nothing was outstanding). With
+    `verify` and the cluster running, `heal`
     carries `effective_ts`: when probes first passed between all nodes again. Returns the number of entries
     settled. Raises `UsageError` when the run has no ledger (unless `missing_ok`), `EnvironmentProblem` when an
     undo fails or the probes do not pass within 5 s.
@@ -505,6 +506,8 @@ def heal_run(run_dir: Path, run_id: str, log: Log = lambda _: None, verify: bool
         active = {}
     except (OSError, json.JSONDecodeError) as exc:
         raise EnvironmentProblem(f"cannot read the chaos state {state}: {exc}") from None
+    if not report.settled and not active:
+        return 0  # nothing was outstanding: no `heal` event, so the run's last heal stays the real one
     log(f"heal {run_id}: {len(report.settled)} entr{'y' if len(report.settled) == 1 else 'ies'} settled "
         f"({report.count('undone')} undone, {report.count('absent')} already absent, "
         f"{report.count('namespace-gone') + report.count('process-gone')} gone with their container)")

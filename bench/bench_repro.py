@@ -1,0 +1,95 @@
+"""Reproduction of the seed bugs: how often the legacy variant shows the bug and the fixed one stays clean over
+repeated runs on real containers (20 per scenario; 3 with BENCH_QUICK=1), and how long one reproduction takes
+(cluster start, timeline, heal, settling, analysis). Baseline, measured in the same run: the same scenario in
+the seeded simulator over as many seeds (rate and time per run).
+
+Each container repetition runs the legacy and the fixed variant side by side (two clusters at once) with the
+scenario's own seed; the simulator repetitions use seeds 1..N. Nothing here is asserted: the rows are printed.
+`BENCH_REPRO_SCENARIOS=jgrp1873,tipc_bcast_race` picks the scenarios (default: every scenario under
+scenarios/ with a legacy and a fixed variant; quick mode: jgrp1873 only).
+"""
+from __future__ import annotations
+
+import os
+import statistics
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from chaos.harness import runner, simrun
+from chaos.harness.load import load_scenario
+from chaos.harness.progress import Progress
+from node.errors import UsageError
+
+REPO = Path(__file__).resolve().parent.parent
+SCENARIOS = REPO / "scenarios"
+RUNS = REPO / "runs" / "bench"
+QUIET = Progress(quiet=True)
+
+
+def _scenarios(quick: bool) -> list[str]:
+    chosen = os.environ.get("BENCH_REPRO_SCENARIOS")
+    if chosen:
+        return [n.strip() for n in chosen.split(",") if n.strip()]
+    if quick:
+        return ["jgrp1873"]
+    names = []
+    for path in sorted(SCENARIOS.glob("*.yaml")):
+        variants = load_scenario(path).scenario.variants
+        if "legacy" in variants and "fixed" in variants:
+            names.append(path.stem)
+    return names
+
+
+def _pair_on_containers(name: str, spark) -> tuple[bool, bool, float, float]:
+    """One legacy and one fixed run side by side: (bug shown, fixed clean, legacy seconds, fixed seconds)."""
+    path = SCENARIOS / f"{name}.yaml"
+
+    def one(variant: str):
+        return runner.run(load_scenario(path, variant=variant), out=RUNS, progress=QUIET, spark=spark, report=False)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        legacy, fixed = pool.map(one, ["legacy", "fixed"])
+    return legacy.verdict.held, fixed.verdict.held, legacy.elapsed_s, fixed.elapsed_s
+
+
+def _in_simulator(name: str, seed: int, spark) -> tuple[bool, bool, float] | None:
+    """The same pair in the simulator, or None when the scenario has steps the simulator cannot run."""
+    path = SCENARIOS / f"{name}.yaml"
+    try:
+        legacy = simrun.run(load_scenario(path, variant="legacy"), seed=seed, out=RUNS, progress=QUIET, spark=spark,
+                            report=False)
+    except UsageError:
+        return None
+    fixed = simrun.run(load_scenario(path, variant="fixed"), seed=seed, out=RUNS, progress=QUIET, spark=spark,
+                       report=False)
+    return legacy.verdict.held, fixed.verdict.held, legacy.elapsed_s
+
+
+def run(quick: bool) -> list[dict]:
+    from pipeline.session import spark_session
+
+    repeats = 3 if quick else 20
+    spark = spark_session(None)
+    rows = []
+    for name in _scenarios(quick):
+        pairs = [_pair_on_containers(name, spark) for _ in range(repeats)]
+        sims = [_in_simulator(name, seed, spark) for seed in range(1, repeats + 1)]
+        sims = [s for s in sims if s is not None]
+        shown = sum(p[0] for p in pairs) / repeats * 100
+        clean = sum(p[1] for p in pairs) / repeats * 100
+        sim_shown = sum(s[0] for s in sims) / len(sims) * 100 if sims else None
+        sim_clean = sum(s[1] for s in sims) / len(sims) * 100 if sims else None
+        seconds = statistics.median(p[2] for p in pairs)
+        sim_seconds = statistics.median(s[2] for s in sims) if sims else None
+        note = f"{repeats} runs; baseline = simulator, seeds 1..{repeats}" if sims else \
+            f"{repeats} runs; no simulator baseline (steps only containers can run)"
+        rows += [
+            {"name": f"{name}: legacy shows the bug", "value": shown, "unit": "%", "baseline": sim_shown,
+             "ratio": None, "note": note},
+            {"name": f"{name}: fixed passes", "value": clean, "unit": "%", "baseline": sim_clean, "ratio": None,
+             "note": note},
+            {"name": f"{name}: time per reproduction", "value": seconds, "unit": "s", "baseline": sim_seconds,
+             "ratio": (seconds / sim_seconds) if sim_seconds else None,
+             "note": "median; cluster, timeline, heal, settle and analysis; ratio = times slower than simulated"},
+        ]
+    return rows

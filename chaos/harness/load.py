@@ -1,0 +1,495 @@
+"""Load and validate a scenario: YAML with line numbers, `--set` overrides, the pydantic shape, then every
+cross-reference (nodes, grudges, links, message types and actions, check names and parameters, variants).
+
+`load_scenario(path, sets, variant)` returns a `Loaded` scenario or raises `ScenarioError` (a `UsageError`,
+exit code 2) listing every problem as `file:line: field: what was expected, got what`.
+"""
+from __future__ import annotations
+
+import random
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import pydantic
+
+from chaos.harness.errors import Problem, ScenarioError, dotted
+from chaos.harness.expect import HARNESS
+from chaos.harness.nodeenv import check_node_env, node_env
+from chaos.harness.schema import ACTIONS, NO_ARGUMENT, STEP_KEYS, Scenario
+from chaos.harness.yamlsrc import Sourced, load_yaml, set_path
+from node.errors import UsageError
+
+DEFAULT = "default"
+
+
+@dataclass
+class Loaded:
+    """A validated scenario, its source, and the chosen variant (None when the scenario has no variants)."""
+
+    scenario: Scenario
+    doc: Sourced
+    path: Path | None
+    variant: str | None
+    sets: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return self.variant or DEFAULT
+
+    def expectations(self) -> dict[str, dict[str, Any]]:
+        """{check: {"status": ..., params...}} for the chosen variant: `default` with the variant's on top."""
+        out: dict[str, dict[str, Any]] = {}
+        for key in [DEFAULT] + ([self.variant] if self.variant else []):
+            for check, item in (self.scenario.expect.get(key) or {}).items():
+                out[check] = {"status": item} if isinstance(item, str) else dict(item)
+        return out
+
+    def node_env(self) -> dict[str, dict[str, str]]:
+        return node_env(self.scenario, self.variant)
+
+
+# --- pydantic errors to lines -----------------------------------------------------------------------------------
+_EXPECTED = {
+    "int_type": "an integer", "int_parsing": "an integer", "int_from_float": "an integer",
+    "float_type": "a number", "float_parsing": "a number", "bool_type": "true or false",
+    "bool_parsing": "true or false", "string_type": "text", "dict_type": "a mapping", "model_type": "a mapping",
+    "model_attributes_type": "a mapping", "list_type": "a list", "missing": "a value (required field missing)",
+    "finite_number": "a finite number",
+}
+_TYPE_MISMATCH = {"int_type", "float_type", "bool_type", "string_type", "dict_type", "model_type", "list_type",
+                  "model_attributes_type"}
+
+
+def _expected(err: dict[str, Any]) -> str:
+    kind = err["type"]
+    ctx = {k: (f"{v:g}" if isinstance(v, (int, float)) and not isinstance(v, bool) else v)
+           for k, v in (err.get("ctx") or {}).items()}
+    if kind in _EXPECTED:
+        return _EXPECTED[kind]
+    if kind == "literal_error":
+        return f"one of {ctx.get('expected')}"
+    bounds = {"greater_than_equal": ">= {ge}", "greater_than": "> {gt}", "less_than_equal": "<= {le}",
+              "less_than": "< {lt}", "string_too_short": "text of at least {min_length} character(s)",
+              "string_too_long": "text of at most {max_length} characters",
+              "string_pattern_mismatch": "text matching {pattern}"}
+    if kind in bounds:
+        return "a value " + bounds[kind].format(**ctx) if kind.startswith(("greater", "less")) else \
+            bounds[kind].format(**ctx)
+    return err["msg"]
+
+
+def _real_path(data: Any, loc: tuple[Any, ...]) -> tuple[tuple[Any, ...], bool]:
+    """The path of `loc` in the raw data (union tags dropped, `from_`/`msg_fault` matched to what was written);
+    and whether a union tag was dropped."""
+    out: list[Any] = []
+    cursor = data
+    tagged = False
+    for part in loc:
+        if isinstance(cursor, dict):
+            for candidate in (part, str(part).replace("_", "-"), str(part).rstrip("_")):
+                if candidate in cursor:
+                    out.append(candidate)
+                    cursor = cursor[candidate]
+                    break
+            else:
+                if isinstance(part, str) and (("[" in part) or part[:1].isupper() or part.startswith("constrained")
+                                              or part in ("str", "int", "float", "bool", "list", "dict")):
+                    tagged = True  # a union member's name, not a key
+                    continue
+                out.append(part)  # a missing or unknown key: name it
+                cursor = None
+        elif isinstance(cursor, list) and isinstance(part, int) and part < len(cursor):
+            out.append(part)
+            cursor = cursor[part]
+        elif isinstance(part, str) and not isinstance(cursor, (dict, list)) and out:
+            tagged = True
+        else:
+            out.append(part)
+            cursor = None
+    return tuple(out), tagged
+
+
+def _unwrap(tp: Any) -> list[Any]:
+    origin = typing.get_origin(tp)
+    if origin is typing.Annotated:
+        return _unwrap(typing.get_args(tp)[0])
+    if origin is typing.Union:
+        return [t for arg in typing.get_args(tp) for t in _unwrap(arg)]
+    return [tp]
+
+
+def _fields_at(path: tuple[Any, ...]) -> list[str]:
+    """The field names a mapping at `path` accepts (for 'unknown field' messages)."""
+    types: list[Any] = [Scenario]
+    for part in path:
+        following: list[Any] = []
+        for tp in types:
+            origin = typing.get_origin(tp)
+            if isinstance(tp, type) and issubclass(tp, pydantic.BaseModel):
+                for name, info in tp.model_fields.items():
+                    if part in (name, info.alias):
+                        following += _unwrap(info.annotation)
+            elif origin is list and isinstance(part, int):
+                following += _unwrap(typing.get_args(tp)[0])
+            elif origin is dict:
+                following += _unwrap(typing.get_args(tp)[1])
+        types = following
+    names: list[str] = []
+    for tp in types:
+        if isinstance(tp, type) and issubclass(tp, pydantic.BaseModel):
+            names += [info.alias or name for name, info in tp.model_fields.items() if name not in names]
+    return names
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def pydantic_problems(doc: Sourced, exc: pydantic.ValidationError) -> list[Problem]:
+    """One problem per field; where a union's members disagree, the member the input's type fits speaks."""
+    by_path: dict[tuple[Any, ...], list[tuple[dict[str, Any], bool]]] = {}
+    for err in exc.errors():
+        path, tagged = _real_path(doc.data, tuple(err["loc"]))
+        by_path.setdefault(path, []).append((err, tagged))
+    deeper = {p for p in by_path}
+    problems = []
+    for path, errs in by_path.items():
+        if all(t and e["type"] in _TYPE_MISMATCH for e, t in errs) and any(
+                other != path and other[:len(path)] == path for other in deeper):
+            continue  # the input is of another union member's type: that member's errors are below
+        err = errs[0][0]
+        if err["type"] == "extra_forbidden":
+            allowed = _fields_at(path[:-1])
+            text = f"unknown field {path[-1]!r}; expected one of {', '.join(allowed)}"
+        elif err["type"] == "missing":
+            text = "required field missing"
+        else:
+            wanted = []
+            for e, _ in errs:
+                phrase = _expected(e)
+                if phrase not in wanted:
+                    wanted.append(phrase)
+            text = f"expected {' or '.join(wanted)}, got {_shown(err['input'])}"
+        problems.append(Problem(doc.locate(path), path, text))
+    return problems
+
+
+# --- checks on the raw document ---------------------------------------------------------------------------------
+def _shape_problems(doc: Sourced) -> list[Problem]:
+    """What pydantic would report poorly: a non-mapping document, steps that are not lists of one action."""
+    data = doc.data
+    if not isinstance(data, dict):
+        return [Problem(doc.locate(()), (), f"expected a mapping with cluster, steps, ...; got {_shown(data)}")]
+    problems = []
+    steps = data.get("steps")
+    if steps is None:
+        return problems
+    if not isinstance(steps, list):
+        return [Problem(doc.locate(("steps",)), ("steps",), f"expected a list of steps, got {_shown(steps)}")]
+    known = ", ".join(a.replace("_", "-") if a == "msg_fault" else a for a in ACTIONS)
+    for index, step in enumerate(steps):
+        path: tuple[Any, ...] = ("steps", index)
+        if not isinstance(step, dict):
+            problems.append(Problem(doc.locate(path), path, f"expected a mapping with at_s and one action "
+                                                             f"({known}), got {_shown(step)}"))
+            continue
+        actions = []
+        unknown = False
+        for key in step:
+            norm = str(key).replace("-", "_")
+            if key in STEP_KEYS:
+                continue
+            if norm not in ACTIONS:
+                unknown = True
+                problems.append(Problem(doc.locate(path + (key,)), path + (key,),
+                                        f"unknown action {key!r}; expected one of {known}"))
+            else:
+                actions.append(key)
+        if "at_s" not in step:
+            problems.append(Problem(doc.locate(path), path + ("at_s",), "required field missing: when the step "
+                                                                          "happens, in seconds from the start"))
+        if len(actions) > 1:
+            problems.append(Problem(doc.locate(path + (actions[1],)), path + (actions[1],),
+                                    f"one action per step, got {', '.join(map(str, actions))}; "
+                                    "split them into steps with the same at_s"))
+        elif not actions and not unknown:
+            problems.append(Problem(doc.locate(path), path, f"a step needs one action: one of {known}"))
+        for key in actions:
+            if step[key] is None and str(key).replace("-", "_") not in NO_ARGUMENT:
+                problems.append(Problem(doc.locate(path + (key,)), path + (key,),
+                                        f"action {key} needs arguments"))
+    return problems
+
+
+# --- cross-references -------------------------------------------------------------------------------------------
+class _Checker:
+    """Collects cross-reference problems of a shape-valid scenario."""
+
+    def __init__(self, doc: Sourced, scenario: Scenario, variant: str | None) -> None:
+        self.doc = doc
+        self.scenario = scenario
+        self.variant = variant
+        self.nodes = scenario.node_names
+        self.problems: list[Problem] = []
+
+    def add(self, path: tuple[Any, ...], text: str) -> None:
+        self.problems.append(Problem(self.doc.locate(path), path, text))
+
+    def key_of(self, path: tuple[Any, ...], *names: str) -> tuple[Any, ...]:
+        """`path` + whichever of `names` the document uses at that place."""
+        node: Any = self.doc.data
+        for part in path:
+            node = node[part] if isinstance(node, (dict, list)) else None
+        for name in names:
+            if isinstance(node, dict) and name in node:
+                return path + (name,)
+        return path + (names[0],)
+
+    def node(self, path: tuple[Any, ...], name: str) -> bool:
+        if name not in self.nodes:
+            self.add(path, f"unknown node {name!r}; expected one of {', '.join(self.nodes)}")
+            return False
+        return True
+
+    def guarded(self, path: tuple[Any, ...], check: Any) -> None:
+        """Run a validator of the controller (grudge, links, message rules); its UsageError becomes a problem."""
+        try:
+            check()
+        except UsageError as exc:
+            self.add(path, exc.message)
+
+    def run(self) -> list[Problem]:
+        self.cluster()
+        self.steps()
+        self.expectations()
+        return self.problems
+
+    def cluster(self) -> None:
+        sc = self.scenario
+        for name in sc.cluster.overrides:
+            self.node(("cluster", "overrides", name), name)
+        for vname, variant in sc.variants.items():
+            for name in variant.overrides:
+                self.node(("variants", vname, "overrides", name), name)
+        if self.variant is not None and self.variant not in sc.variants:
+            where = ("variants",) if sc.variants else ()
+            known = ", ".join(sc.variants) or "(none: this scenario has no variants)"
+            self.add(where, f"unknown variant {self.variant!r}; expected one of {known}")
+            return
+        if self.problems:
+            return
+        envs = node_env(sc, self.variant)
+        for node_name, env in envs.items():
+            error = check_node_env(self.nodes, env, node_name)
+            if error:
+                under = f" under variant {self.variant}" if self.variant else ""
+                self.add(("cluster",), f"node {node_name}{under} would refuse its configuration: {error}")
+                return  # the other nodes would most likely say the same
+
+    def steps(self) -> None:
+        previous = 0.0
+        for index, step in enumerate(self.scenario.steps):
+            path: tuple[Any, ...] = ("steps", index)
+            if step.at_s < previous:
+                self.add(path + ("at_s",), f"expected a time >= {previous:g} s (the previous step's), got "
+                                           f"{step.at_s:g}: steps are listed in time order")
+            previous = max(previous, step.at_s)
+            action = step.action
+            key = self.key_of(path, action, action.replace("_", "-"))
+            getattr(self, f"step_{action}")(key, step.args)
+        duration = self.scenario.duration_s
+        if duration is not None and duration < previous:
+            self.add(("duration_s",), f"expected at least {previous:g} s (the last step's time), got {duration:g}")
+
+    def step_workload(self, path: tuple[Any, ...], w: Any) -> None:
+        senders = w.from_ if isinstance(w.from_, list) else [w.from_]
+        if not senders:
+            self.add(path + ("from",), "expected a node or a list of nodes, got an empty list")
+        for i, sender in enumerate(senders):
+            self.node(path + (("from", i) if isinstance(w.from_, list) else ("from",)), sender)
+        if w.kind == "unicast":
+            if w.to is None:
+                self.add(path + ("to",), "required field missing: a unicast workload needs 'to'")
+            elif self.node(path + ("to",), w.to) and w.to in senders:
+                self.add(path + ("to",), f"expected a node other than the sender, got {w.to!r}")
+        elif w.to is not None:
+            self.add(path + ("to",), "a multicast workload goes to the sender's view; leave 'to' out")
+
+    def step_partition(self, path: tuple[Any, ...], grudge: Any) -> None:
+        from chaos import grudge as grudges
+
+        if isinstance(grudge, str):
+            self.guarded(path, lambda: grudges.parse_grudge(grudge, self.nodes, random.Random(0)))
+            return
+        for node, sources in grudge.items():
+            if self.node(path + (node,), node):
+                for i, src in enumerate(sources):
+                    if self.node(path + (node, i), src) and src == node:
+                        self.add(path + (node, i), f"{node} cannot drop its own traffic")
+
+    def step_heal(self, path: tuple[Any, ...], _: Any) -> None:
+        pass
+
+    step_fast = step_heal
+
+    def _links(self, path: tuple[Any, ...], links: str | None) -> None:
+        from chaos import grudge as grudges
+
+        if links is not None:
+            self.guarded(path + ("links",), lambda: grudges.parse_links(links, self.nodes))
+
+    def step_slow(self, path: tuple[Any, ...], s: Any) -> None:
+        from chaos import grudge as grudges
+
+        self._links(path, s.links)
+        self.guarded(path, lambda: grudges.link_fault(s.model_dump(exclude={"links"})))
+
+    def step_flaky(self, path: tuple[Any, ...], f: Any) -> None:
+        self._links(path, f.links)
+
+    def step_shape(self, path: tuple[Any, ...], text: str) -> None:
+        from chaos import grudge as grudges
+
+        self.guarded(path, lambda: grudges.parse_matrix(text, self.nodes))
+
+    def step_msg_fault(self, path: tuple[Any, ...], m: Any) -> None:
+        from chaos.dissect import message_type
+        from chaos.shaper.msgrules import MsgRule, parse_action
+
+        ok = self.node(path + ("from",), m.from_) & self.node(path + ("to",), m.to)
+        code: list[int] = []
+        self.guarded(path + ("type",), lambda: code.append(message_type(m.type)))
+        parsed: list[tuple[str, float, int]] = []
+        self.guarded(path + ("action",), lambda: parsed.append(parse_action(m.action)))
+        if ok and code and parsed:
+            action, ms, n = parsed[0]
+            self.guarded(path, lambda: MsgRule(type=code[0], src=m.from_, dst=m.to, action=action, ms=ms, n=n,
+                                               conn_id=m.conn_id, seqno=m.seqno))
+
+    def step_inject(self, path: tuple[Any, ...], i: Any) -> None:
+        from chaos import inject
+
+        ok = self.node(path + ("from",), i.from_) & self.node(path + ("to",), i.to)
+        if ok and i.from_ == i.to:
+            self.add(path + ("to",), f"expected a node other than the sender, got {i.to!r}")
+        self.guarded(path + ("type",), lambda: inject.message(str(i.type), **i.fields))
+
+    def step_pause(self, path: tuple[Any, ...], p: Any) -> None:
+        if isinstance(p, str):
+            self.node(path, p)
+        else:
+            self.node(path + ("node",), p.node)
+
+    def step_resume(self, path: tuple[Any, ...], node: str) -> None:
+        self.node(path, node)
+
+    step_kill = step_start = step_resume
+
+    def step_admin(self, path: tuple[Any, ...], a: Any) -> None:
+        ok = self.node(path + ("node",), a.node) & self.node(path + ("peer",), a.peer)
+        if ok and a.node == a.peer:
+            self.add(path + ("peer",), f"expected a node other than {a.node!r} itself")
+        if ok and a.op == "sync" and (self.variant is None or self.variant in self.scenario.variants):
+            unicast = node_env(self.scenario, self.variant)[a.node].get("SPLITLAB_UNICAST", "unicast3")
+            if unicast != "unicast3":
+                self.add(path + ("op",), f"admin sync needs unicast3; {a.node} runs {unicast}"
+                                         f"{' in variant ' + self.variant if self.variant else ''}")
+
+    def expectations(self) -> None:
+        from pipeline.checks import CHECKS
+        from pipeline.params import resolve
+
+        checks = {c.name: c for c in CHECKS}
+        allowed = [DEFAULT, *self.scenario.variants]
+        for key, items in self.scenario.expect.items():
+            if key not in allowed:
+                self.add(("expect", key), f"unknown variant {key!r}; expected one of {', '.join(allowed)}")
+                continue
+            for check, item in items.items():
+                path = ("expect", key, check)
+                if check not in checks and check not in HARNESS:
+                    self.add(path, f"unknown check {check!r}; expected one of "
+                                   f"{', '.join([*checks, *HARNESS])}")
+                    continue
+                if isinstance(item, str):
+                    continue
+                status = item.get("status")
+                if status not in ("ok", "fail", "unknown"):
+                    self.add(path + ("status",), f"expected one of 'ok', 'fail', 'unknown', got {_shown(status)}")
+                params = {k: v for k, v in item.items() if k != "status"}
+                if check in HARNESS:
+                    if params:
+                        self.add(path, f"check {check} takes no parameters, got {', '.join(params)}")
+                    continue
+                self.guarded(path, lambda: resolve(CHECKS, {check: params}))
+
+
+def _without_unknown_actions(data: dict[str, Any]) -> dict[str, Any]:
+    """A copy whose steps keep only known keys, so pydantic can check the rest of the file too."""
+    steps = data.get("steps")
+    if not isinstance(steps, list):
+        return {k: v for k, v in data.items() if k != "steps"}
+    keep = set(STEP_KEYS) | set(ACTIONS) | {"msg-fault"}
+    clean = [{k: v for k, v in s.items() if k in keep} if isinstance(s, dict) else {"at_s": 0} for s in steps]
+    return {**data, "steps": clean}
+
+
+def _line_order(problem: Problem) -> tuple[int, str]:
+    _, _, line = problem.location.rpartition(":")
+    return (int(line) if line.isdigit() else 0, str(problem))
+
+
+# --- entry points -----------------------------------------------------------------------------------------------
+def validate(doc: Sourced, variant: str | None = None, path: Path | None = None,
+             sets: Iterable[str] = ()) -> Loaded:
+    """Validate a parsed document; `variant` None picks the first variant the scenario defines (if any).
+    Raises `ScenarioError`."""
+    problems = _shape_problems(doc)
+    if problems and not isinstance(doc.data, dict):
+        raise ScenarioError(problems)
+    try:
+        scenario = Scenario.model_validate(_without_unknown_actions(doc.data) if problems else doc.data)
+    except pydantic.ValidationError as exc:
+        seen = {p.path for p in problems}
+        problems += [p for p in pydantic_problems(doc, exc) if p.path not in seen]
+    if problems:
+        raise ScenarioError(sorted(problems, key=_line_order))
+    if variant is None and scenario.variants:
+        variant = next(iter(scenario.variants))
+    problems = _Checker(doc, scenario, variant).run()
+    if problems:
+        raise ScenarioError(problems)
+    return Loaded(scenario, doc, path, variant, list(sets))
+
+
+def load_text(text: str, source: str = "<text>", sets: Iterable[str] = (), variant: str | None = None) -> Loaded:
+    """Load a scenario from YAML text. Raises `ScenarioError` / `UsageError`."""
+    doc = load_yaml(text, source)
+    sets = list(sets)
+    for assignment in sets:
+        set_path(doc, assignment)
+    return validate(doc, variant, None, sets)
+
+
+def load_scenario(path: Path | str, sets: Iterable[str] = (), variant: str | None = None) -> Loaded:
+    """Load a scenario file. Raises `UsageError` when it cannot be read, `ScenarioError` when it is invalid."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read scenario {path}: {exc.strerror or exc}",
+                         hint="give the path of a YAML file, e.g. scenarios/jgrp1873.yaml") from None
+    loaded = load_text(text, str(path), sets, variant)
+    loaded.path = path
+    return loaded
+
+
+def from_data(data: dict[str, Any], source: str, variant: str | None) -> Loaded:
+    """A scenario from plain data (a saved schedule); locations name `source` only."""
+    return validate(Sourced(data, {(): source}, source), variant)
+
+
+__all__ = ["DEFAULT", "Loaded", "ScenarioError", "dotted", "from_data", "load_scenario", "load_text", "validate"]

@@ -1,0 +1,221 @@
+"""The scenario file's shape, as pydantic models: types, ranges and closed vocabularies (no cross-references).
+
+    name, description, seed
+    cluster:   nodes (count, named n1..nN), defaults (NodeSettings), overrides {node: NodeSettings}
+    variants:  {name: NodeSettings + overrides {node: NodeSettings}}   e.g. legacy, fixed
+    steps:     [{at_s, <one action>}]                                   see ACTIONS
+    settle_s:  seconds to wait after the final heal before the analysis
+    expect:    {variant | default: {check: ok | fail | {status, <check parameters>}}}
+
+Cross-references (node names, grudges, message types, check names and parameters) are checked by
+`chaos.harness.load`, which also turns pydantic's errors into `file:line: field: expected ...` lines.
+"""
+from __future__ import annotations
+
+from dataclasses import fields as dc_fields
+from typing import Annotated, Any, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from node.membership import MembershipConfig
+from node.multicast import Nakack4Config
+from node.unicast import UnicastConfig
+
+MAX_NODES = 16
+MAX_TIME_S = 3600.0
+STRICT = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
+
+NodeName = Annotated[str, Field(min_length=1, max_length=32)]
+Seconds = Annotated[float, Field(ge=0, le=MAX_TIME_S)]
+Millis = Annotated[int, Field(ge=0, le=3_600_000)]
+Pct = Annotated[float, Field(ge=0, le=100)]
+
+
+class Model(BaseModel):
+    model_config = STRICT
+
+
+# --- cluster ----------------------------------------------------------------------------------------------------
+# friendly timeout name -> environment variable of the node (node/config.py)
+TIMEOUT_ENV: dict[str, str] = {
+    "heartbeat_ms": "SPLITLAB_HEARTBEAT_MS",
+    "silence_ms": "SPLITLAB_SILENCE_MS",
+    "flush_ms": "SPLITLAB_FLUSH_MS",
+    "suspect_timeout_ms": "SPLITLAB_MEMBERSHIP_SUSPECT_TIMEOUT_MS",
+    "check_interval_ms": "SPLITLAB_MEMBERSHIP_CHECK_INTERVAL_MS",
+    "merge_interval_ms": "SPLITLAB_MEMBERSHIP_MERGE_INTERVAL_MS",
+    "view_resend_ms": "SPLITLAB_MEMBERSHIP_VIEW_RESEND_MS",
+    "conn_close_timeout_ms": "SPLITLAB_UNICAST_CONN_CLOSE_TIMEOUT_MS",
+    "sync_min_interval_ms": "SPLITLAB_UNICAST_SYNC_MIN_INTERVAL_MS",
+    "sync_timeout_ms": "SPLITLAB_UNICAST_SYNC_TIMEOUT_MS",
+    "max_retransmit_time_ms": "SPLITLAB_UNICAST_MAX_RETRANSMIT_TIME_MS",
+    "unicast_xmit_interval_ms": "SPLITLAB_UNICAST_XMIT_INTERVAL_MS",
+    "multicast_xmit_interval_ms": "SPLITLAB_NAKACK4_XMIT_INTERVAL_MS",
+    "retain_departed_ms": "SPLITLAB_NAKACK4_RETAIN_DEPARTED_MS",
+    "bcast_sync_interval_ms": "SPLITLAB_NAKACK4_SYNC_INTERVAL_MS",
+}
+
+Timeouts = create_model("Timeouts", __config__=STRICT,
+                        **{name: (Optional[Millis], None) for name in TIMEOUT_ENV})  # type: ignore[call-overload]
+
+
+def _settings_model(name: str, cls: type) -> type[BaseModel]:
+    """A model with every field of a layer's settings dataclass, all optional (ints; bools stay bools)."""
+    spec: dict[str, Any] = {}
+    for f in dc_fields(cls):
+        kind = bool if f.type in (bool, "bool") else int
+        spec[f.name] = (Optional[kind], None)
+    return create_model(name, __config__=STRICT, **spec)  # type: ignore[call-overload]
+
+
+UnicastSettings = _settings_model("UnicastSettings", UnicastConfig)
+Nakack4Settings = _settings_model("Nakack4Settings", Nakack4Config)
+MembershipSettings = _settings_model("MembershipSettings", MembershipConfig)
+
+
+class NodeSettings(Model):
+    """A node's protocol stack and timing; every field optional (layers are merged, later wins)."""
+
+    unicast: Optional[Literal["unicast1", "unicast2", "unicast3"]] = None
+    multicast: Optional[Literal["nakack4", "none"]] = None
+    membership: Optional[Literal["gms", "none"]] = None
+    bcast_sync: Optional[Literal["tipc", "legacy"]] = None
+    bundle_max_bytes: Optional[Annotated[int, Field(ge=0, le=65_000)]] = None
+    timeouts: Optional[Timeouts] = None  # type: ignore[valid-type]
+    unicast_settings: Optional[UnicastSettings] = None  # type: ignore[valid-type]
+    nakack4_settings: Optional[Nakack4Settings] = None  # type: ignore[valid-type]
+    membership_settings: Optional[MembershipSettings] = None  # type: ignore[valid-type]
+    env: dict[str, str] = Field(default_factory=dict)
+
+
+class ClusterSpec(Model):
+    nodes: Annotated[int, Field(ge=1, le=MAX_NODES)]
+    defaults: NodeSettings = Field(default_factory=NodeSettings)
+    overrides: dict[NodeName, NodeSettings] = Field(default_factory=dict)
+
+
+class Variant(NodeSettings):
+    """Named overrides of the whole cluster (its NodeSettings fields) and of single nodes (`overrides`)."""
+
+    description: str = ""
+    overrides: dict[NodeName, NodeSettings] = Field(default_factory=dict)
+
+
+# --- steps ------------------------------------------------------------------------------------------------------
+class Workload(Model):
+    kind: Literal["unicast", "multicast"]
+    from_: Union[NodeName, list[NodeName]] = Field(alias="from")
+    to: Optional[NodeName] = None
+    count: Annotated[int, Field(ge=1, le=1_000_000)]
+    size: Annotated[int, Field(ge=0, le=60_000)] = 100
+    rate: Annotated[float, Field(ge=0)] = 0.0
+
+
+class Slow(Model):
+    delay_ms: Annotated[float, Field(ge=0, le=60_000)]
+    jitter_ms: Annotated[float, Field(ge=0, le=60_000)] = 0.0
+    duplicate_pct: Pct = 0.0
+    reorder_pct: Pct = 0.0
+    corrupt_pct: Pct = 0.0
+    rate_kbit: Annotated[float, Field(ge=0)] = 0.0
+    links: Optional[str] = None
+
+
+class Flaky(Model):
+    loss_pct: Pct
+    links: Optional[str] = None
+
+
+class MsgFault(Model):
+    type: Union[str, int]
+    from_: NodeName = Field(alias="from")
+    to: NodeName
+    action: str
+    conn_id: Optional[Annotated[int, Field(ge=0)]] = None
+    seqno: Optional[Annotated[int, Field(ge=0)]] = None
+
+
+class Inject(Model):
+    type: Union[str, int]
+    from_: NodeName = Field(alias="from")
+    to: NodeName
+    fields: dict[str, int] = Field(default_factory=dict)
+    count: Annotated[int, Field(ge=1, le=10_000)] = 1
+
+
+class Pause(Model):
+    node: NodeName
+    method: Literal["docker", "sigstop"] = "docker"
+
+
+class Admin(Model):
+    op: Literal["sync", "close", "remove_receive"]
+    node: NodeName
+    peer: NodeName
+
+
+class Step(Model):
+    """`at_s` plus exactly one action (checked by `chaos.harness.load` before this model sees the step)."""
+
+    at_s: Seconds
+    note: str = ""
+    workload: Optional[Workload] = None
+    partition: Optional[Union[str, dict[NodeName, list[NodeName]]]] = None
+    heal: Optional[Literal["partition", "all"]] = None
+    slow: Optional[Slow] = None
+    fast: Optional[Literal["all"]] = None
+    flaky: Optional[Flaky] = None
+    shape: Optional[str] = None
+    msg_fault: Optional[MsgFault] = Field(default=None, alias="msg-fault")
+    inject: Optional[Inject] = None
+    pause: Optional[Union[NodeName, Pause]] = None
+    resume: Optional[NodeName] = None
+    kill: Optional[NodeName] = None
+    start: Optional[NodeName] = None
+    admin: Optional[Admin] = None
+
+    @property
+    def action(self) -> str:
+        """The action's name (one of ACTIONS)."""
+        for name in ACTIONS:
+            if name in self.model_fields_set:
+                return name
+        raise AssertionError("a validated step has an action")
+
+    @property
+    def args(self) -> Any:
+        return getattr(self, self.action)
+
+
+# Action names as written in the file (msg-fault is also accepted as msg_fault). Actions without arguments
+# (heal, fast) may be written with an empty value: `heal:` / `fast:`.
+ACTIONS = ("workload", "partition", "heal", "slow", "fast", "flaky", "shape", "msg_fault", "inject", "pause",
+           "resume", "kill", "start", "admin")
+NO_ARGUMENT = ("heal", "fast")
+STEP_KEYS = ("at_s", "note")
+
+
+# --- expectations -----------------------------------------------------------------------------------------------
+Status = Literal["ok", "fail", "unknown"]
+
+
+class Scenario(Model):
+    name: str = ""
+    description: str = ""
+    seed: Annotated[int, Field(ge=0, le=2**63 - 1)] = 0
+    cluster: ClusterSpec
+    variants: dict[Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,31}$")], Variant] = Field(default_factory=dict)
+    steps: list[Step] = Field(default_factory=list)
+    settle_s: Seconds = 5.0
+    duration_s: Optional[Seconds] = None
+    expect: dict[str, dict[str, Union[Status, dict[str, Any]]]] = Field(default_factory=dict)
+
+    @property
+    def node_names(self) -> list[str]:
+        return [f"n{i}" for i in range(1, self.cluster.nodes + 1)]
+
+    @property
+    def timeline_s(self) -> float:
+        """Length of the timeline: `duration_s`, else the last step's time."""
+        last = max((s.at_s for s in self.steps), default=0.0)
+        return max(self.duration_s or 0.0, last)
