@@ -21,10 +21,12 @@ from scenario_helpers import SCENARIOS, TEST_RUNS, print_run, require_cluster_ma
 
 @pytest.fixture(scope="session")
 def spark():
-    """One Spark session for every analysis of the session (starting one costs seconds)."""
+    """One Spark session for every analysis of the session (starting one costs seconds). Same master and
+    settings as the pipeline tests' session (tests/unit/pipeline_fixtures.py), so whichever starts first serves
+    both in one pytest process: a process can hold only one."""
     from pipeline.session import spark_session
 
-    return spark_session(None)
+    return spark_session("local[2]", shuffle_partitions=2)
 
 
 def _failed(request) -> bool:
