@@ -307,21 +307,25 @@ def _end_process(entry: Entry) -> str:
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
         return "process-gone"
-    deadline = time.monotonic() + PROCESS_GRACE_S
-    while time.monotonic() < deadline:
-        if _gone(pid, ticks):
-            return "undone"
-        time.sleep(0.02)
+    if _ended_within_grace(pid, ticks):
+        return "undone"
     try:
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
         return "undone"
+    if _ended_within_grace(pid, ticks):
+        return "undone"
+    raise EnvironmentProblem(f"process {pid} ({entry.what}) survived SIGKILL")
+
+
+def _ended_within_grace(pid: int, ticks: int | None) -> bool:
+    """Whether the process (pid and start time) is gone within PROCESS_GRACE_S."""
     deadline = time.monotonic() + PROCESS_GRACE_S
     while time.monotonic() < deadline:
         if _gone(pid, ticks):
-            return "undone"
+            return True
         time.sleep(0.02)
-    raise EnvironmentProblem(f"process {pid} ({entry.what}) survived SIGKILL")
+    return False
 
 
 def _gone(pid: int, ticks: int | None) -> bool:

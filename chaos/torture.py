@@ -23,7 +23,7 @@ from typing import Any, Sequence
 
 import yaml
 
-from node.errors import SplitlabError, UsageError
+from node.errors import UsageError
 
 EPISODES = ("one_way", "split", "flaky", "slow", "shuffle", "pause")
 SIM_EPISODES = tuple(e for e in EPISODES if e != "pause")
@@ -160,10 +160,12 @@ def torture_main(argv: Sequence[str] | None = None) -> int:
         return int(exc.code or 0)
     from rich.console import Console
 
+    from chaos.harness.cli import guard
     from chaos.harness.progress import Progress
 
     console = Console(highlight=False)
-    try:
+
+    def body() -> int:
         if args.print_only:
             doc = generate(args.seed, args.duration, args.nodes, SIM_EPISODES if args.sim else EPISODES)
             load_generated(doc, args.seed)
@@ -172,15 +174,13 @@ def torture_main(argv: Sequence[str] | None = None) -> int:
         progress = Progress(console, quiet=args.quiet)
         result = run(args.seed, args.duration, args.nodes, simulate=args.sim, out=args.out, progress=progress,
                      report=not args.no_report)
-    except SplitlabError as exc:
-        for line in exc.message.splitlines():
-            print(f"splitlab torture: error: {line}", file=sys.stderr)
-        if exc.hint:
-            print(f"hint: {exc.hint}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        print("splitlab torture: interrupted (the cluster was removed and every fault healed)", file=sys.stderr)
-        return 130
+        return _show(console, progress, args, result)
+
+    return guard("splitlab torture", body)
+
+
+def _show(console: Any, progress: Any, args: argparse.Namespace, result: Any) -> int:
+    """Print the torture verdict and how to reproduce a failure; returns the exit code."""
     from rich.markup import escape
 
     console.print(progress.verdict_table(escape(f"torture seed {args.seed} (run {result.run_id})"),

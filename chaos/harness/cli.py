@@ -93,7 +93,8 @@ def _variants(loaded_first, wanted: str | None) -> list[str | None]:
     return [loaded_first.variant]
 
 
-def _guard(prog: str, body: Callable[[], int]) -> int:
+def guard(prog: str, body: Callable[[], int]) -> int:
+    """Run a command body: a SplitlabError becomes its message, hint and exit code; Ctrl-C exit 130."""
     try:
         return body()
     except SplitlabError as exc:
@@ -139,13 +140,13 @@ def _run_all(args: argparse.Namespace, simulate: bool) -> int:
 def run_main(argv: Sequence[str] | None = None) -> int:
     """`splitlab run ...`; returns the exit code."""
     args = _parse(run_parser(), argv)
-    return args if isinstance(args, int) else _guard("splitlab run", lambda: _run_all(args, simulate=False))
+    return args if isinstance(args, int) else guard("splitlab run", lambda: _run_all(args, simulate=False))
 
 
 def sim_main(argv: Sequence[str] | None = None) -> int:
     """`splitlab sim ...`; returns the exit code."""
     args = _parse(sim_parser(), argv)
-    return args if isinstance(args, int) else _guard("splitlab sim", lambda: _run_all(args, simulate=True))
+    return args if isinstance(args, int) else guard("splitlab sim", lambda: _run_all(args, simulate=True))
 
 
 def replay_main(argv: Sequence[str] | None = None) -> int:
@@ -179,7 +180,7 @@ def replay_main(argv: Sequence[str] | None = None) -> int:
         _print_result(console, result, progress)
         return result.verdict.exit_code
 
-    return _guard("splitlab replay", body)
+    return guard("splitlab replay", body)
 
 
 __all__ = ["replay_main", "run_main", "sim_main"]
