@@ -33,7 +33,7 @@ def main(argv: list[str]) -> int:
         rows = importlib.import_module(f"bench.{name}").run(quick)
         for row in rows:
             ratio = row.get("ratio")
-            table.add_row(name, row["name"], f"{row['value']:.4g} {row['unit']}",
+            table.add_row(name, row["name"], "n/a" if row["value"] is None else f"{row['value']:.4g} {row['unit']}",
                           "" if row.get("baseline") is None else f"{row['baseline']:.4g} {row['unit']}",
                           "" if ratio is None else f"{ratio:.2f}x", row.get("note", ""))
         console.print(f"{name}: {time.monotonic() - started:.1f} s")

@@ -1,6 +1,7 @@
 """The chaos controller: partition apply and heal time for 3, 5 and 10 nodes (target <= 50 ms for 5) next to
-the spine's original per-node commands, and the NFQUEUE shaper's throughput and delay error at 10 ms next to
-unshaped traffic, all measured in the same run on the same containers."""
+the spine's original per-node commands, and the NFQUEUE shaper's (and, where the kernel has it, netem's)
+throughput and delay error at 10 ms next to unshaped traffic, all measured in the same run on the same
+containers."""
 from __future__ import annotations
 
 import statistics
@@ -8,7 +9,7 @@ import time
 
 from chaos import cluster, grudge, partition, probe
 from chaos.ledger import Ledger
-from chaos.net import Net
+from chaos.net import Net, capabilities
 
 DELAY_MS = 10.0
 
@@ -53,33 +54,50 @@ def _throughput(src: probe.Endpoint, dst: probe.Endpoint, count: int) -> float:
     return stats.received / (time.monotonic() - started - DELAY_MS * 5 / 1000)
 
 
-def _shaper_rows(quick: bool) -> list[dict]:
-    run = cluster.up(3)
-    count = 3000 if quick else 20000
-    try:
-        eps = {n.name: probe.Endpoint(n.name, n.pid, n.data_ip) for n in run.nodes}
-        plain_pps = _throughput(eps["n1"], eps["n3"], count)
-        plain = probe.measure(eps["n1"], eps["n3"], count=2000, interval_ms=1)
-        with Net(run, seed=1, verify=False) as net:
-            net.slow(DELAY_MS, links=[("n1", "n2")])
-            shaped_pps = _throughput(eps["n1"], eps["n2"], count)
-            shaped = probe.measure(eps["n1"], eps["n2"], count=2000, interval_ms=1)
-    finally:
-        Ledger(run.run_dir).heal()
-        cluster.down(run.run_id)
+def _pick(xs: list[float], pct: float) -> float:
+    return xs[min(len(xs) - 1, int(round(pct / 100 * (len(xs) - 1))))]
+
+
+def _backend_rows(backend: str, shaped_pps: float, shaped: probe.LinkStats, plain_pps: float,
+                  plain: probe.LinkStats, count: int) -> list[dict]:
     errors = sorted(abs(d - DELAY_MS) for d in shaped.delays_ms)
-    pick = lambda xs, pct: xs[min(len(xs) - 1, int(round(pct / 100 * (len(xs) - 1))))]  # noqa: E731
     plain_sorted = sorted(plain.delays_ms)
-    rows = [{"name": f"shaper throughput at {DELAY_MS:g} ms delay", "value": shaped_pps, "unit": "pkt/s",
+    rows = [{"name": f"{backend} throughput at {DELAY_MS:g} ms delay", "value": shaped_pps, "unit": "pkt/s",
              "baseline": plain_pps, "ratio": shaped_pps / plain_pps,
              "note": f"{count} probes back to back from one namespace; baseline: the same, unshaped link"}]
     for pct in (50, 99):
-        value, base = pick(errors, pct), pick(plain_sorted, pct)
-        rows.append({"name": f"delay error p{pct} at {DELAY_MS:g} ms", "value": value, "unit": "ms",
+        value, base = _pick(errors, pct), _pick(plain_sorted, pct)
+        rows.append({"name": f"{backend} delay error p{pct} at {DELAY_MS:g} ms", "value": value, "unit": "ms",
                      "baseline": base, "ratio": value / base if base else None,
                      "note": f"|one-way delay - {DELAY_MS:g} ms| at 1000 pkt/s; baseline: p{pct} one-way "
                              f"latency of the unshaped link (the probe's own error); mean "
                              f"{shaped.mean_delay_ms:.2f} ms"})
+    return rows
+
+
+def _shaper_rows(quick: bool) -> list[dict]:
+    """The NFQUEUE shaper and, where the kernel has it, netem, on the same link of the same run."""
+    caps = capabilities()
+    run = cluster.up(3)
+    count = 3000 if quick else 20000
+    rows: list[dict] = []
+    try:
+        eps = {n.name: probe.Endpoint(n.name, n.pid, n.data_ip) for n in run.nodes}
+        plain_pps = _throughput(eps["n1"], eps["n3"], count)
+        plain = probe.measure(eps["n1"], eps["n3"], count=2000, interval_ms=1)
+        for backend in ("nfqueue", "netem"):
+            if not caps[backend][0]:
+                rows.append({"name": f"{backend} throughput at {DELAY_MS:g} ms delay", "value": None, "unit": "pkt/s",
+                             "baseline": plain_pps, "ratio": None, "note": f"not available here: {caps[backend][1]}"})
+                continue
+            with Net(run, seed=1, verify=False, backend=backend) as net:
+                net.slow(DELAY_MS, links=[("n1", "n2")])
+                shaped_pps = _throughput(eps["n1"], eps["n2"], count)
+                shaped = probe.measure(eps["n1"], eps["n2"], count=2000, interval_ms=1)
+            rows += _backend_rows(backend, shaped_pps, shaped, plain_pps, plain, count)
+    finally:
+        Ledger(run.run_dir).heal()
+        cluster.down(run.run_id)
     return rows
 
 

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from chaos.grudge import DISTRIBUTIONS, FAULT_FIELDS
 from node.errors import SplitlabError, UsageError
 
 EXAMPLES = {
@@ -25,7 +26,8 @@ EXAMPLES = {
                   "splitlab chaos partition ring --seed 7"],
     "heal": ["splitlab chaos heal                          # end the partition (link faults stay)"],
     "slow": ["splitlab chaos slow --delay-ms 20 --jitter-ms 5",
-             "splitlab chaos slow --delay-ms 50 --links 'n1->n2;n3<->n1' --backend nfqueue"],
+             "splitlab chaos slow --delay-ms 50 --links 'n1->n2;n3<->n1' --backend nfqueue",
+             "splitlab chaos slow --delay-ms 100 --jitter-ms 20 --distribution normal --delay-corr-pct 25"],
     "fast": ["splitlab chaos fast                          # end every link and message fault"],
     "flaky": ["splitlab chaos flaky --loss-pct 10 --links 'n1->n2'",
               "splitlab chaos flaky --loss-pct 5 --backend iptables"],
@@ -104,7 +106,8 @@ def cmd_heal_partition(args: argparse.Namespace) -> int:
 
 def cmd_slow(args: argparse.Namespace) -> int:
     net = _net(args)
-    net.slow(args.delay_ms, args.jitter_ms, links=_links(args.links, net.nodes))
+    net.slow(args.delay_ms, args.jitter_ms, links=_links(args.links, net.nodes), distribution=args.distribution,
+             delay_corr_pct=args.delay_corr_pct)
     _hold(args, net)
     return 0
 
@@ -227,14 +230,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("slow", "delay (and jitter) data traffic on links", cmd_slow, hold=True, backend=True)
     p.add_argument("--delay-ms", type=float, required=True)
     p.add_argument("--jitter-ms", type=float, default=0.0)
+    p.add_argument("--distribution", default="uniform", help="of the jitter: " + " | ".join(DISTRIBUTIONS))
+    p.add_argument("--delay-corr-pct", type=float, default=0.0, help="correlation of each delay with the last")
     p.add_argument("--links", help="'n1->n2;n2<->n3;*->n1' (default: every link)")
     add("fast", "end every link fault and message fault", cmd_fast)
     p = add("flaky", "lose a share of data traffic on links", cmd_flaky, hold=True, backend=True)
     p.add_argument("--loss-pct", type=float, required=True)
     p.add_argument("--links", help="'n1->n2;n2<->n3;*->n1' (default: every link)")
     p = add("shape", "set the whole per-link fault matrix", cmd_shape, hold=True, backend=True)
-    p.add_argument("matrix", help="'src->dst:field=value,...;...' fields: delay_ms jitter_ms loss_pct duplicate_pct "
-                                  "reorder_pct corrupt_pct rate (e.g. 1mbit)")
+    p.add_argument("matrix", help="'src->dst:field=value,...;...' fields: " + " ".join(FAULT_FIELDS) +
+                                  " (rate may be written rate=1mbit)")
     p = add("msg-fault", "a fault on one message type between two nodes (NFQUEUE shaper)", cmd_msg_fault, hold=True)
     p.add_argument("--type", required=True, help="wire message type: Heartbeat, Ping, UnicastAck, ... or a code")
     p.add_argument("--from", dest="src", required=True, help="sending node")

@@ -7,6 +7,7 @@ run, 1 when it cannot.
 from __future__ import annotations
 
 import shutil
+import sys
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,12 +78,11 @@ def check_iptables_netns(probe: Probe) -> Check:
 
 
 def check_netem(probe: Probe) -> Check:
-    script = ("ip link add sl-doctor type veth peer name sl-doctor-peer && ip link set sl-doctor up && "
-              "tc qdisc add dev sl-doctor root netem delay 1ms")
-    rc, out = probe(["unshare", "--net", "sh", "-c", script])
+    """The netem backend's own self-test (chaos.shaper.netem) in a throwaway network namespace."""
+    rc, out = probe(["unshare", "--net", sys.executable, "-m", "chaos.shaper.netem"])
     if rc == 0:
-        return Check("sch_netem (tc netem)", True, "netem serves delay, loss, duplication, reordering, corruption",
-                     required=False)
+        return Check("sch_netem (tc netem)", True, "netem (through pyroute2) serves delay with jitter, "
+                     "correlation and distribution, loss, duplication, reordering, corruption, rate", required=False)
     return Check("sch_netem (tc netem)", False, _first_line(out) or "not available",
                  "not needed: the NFQUEUE shaper serves every link fault", required=False)
 
@@ -128,7 +128,7 @@ def fault_backends(netem: Check, nfqueue: Check) -> dict[str, str]:
     """Which backend serves each fault on this machine."""
     link = "netem" if netem.ok else ("nfqueue (userspace shaper, seeded)" if nfqueue.ok else "none")
     return {"partition": "iptables (chain SL-<run> in INPUT)",
-            "delay/jitter, duplication, reordering, corruption, rate": link,
+            "delay/jitter (correlation, distribution), duplication, reordering, corruption, rate": link,
             "loss": link if link != "none" else "iptables statistic (kernel RNG, not seeded)",
             "protocol-aware faults": "nfqueue + scapy" if nfqueue.ok else "none",
             "injection, replay, capture": "raw/packet sockets in the node namespace"}

@@ -11,9 +11,9 @@ majority/minority) are functions returning grudges; `parse_grudge` reads the com
     a; b              several of the above, united
     isolate:n1  bisect  bridge  ring  majority  minority-third      named topologies over all nodes
 
-A *link matrix* maps (src, dst) to a `LinkFault` (delay, jitter, loss, duplication, reordering, corruption,
-rate) applied to src's data traffic toward dst. `parse_link_fault` reads `delay_ms=20,loss_pct=5`, and every
-value is validated with a `UsageError` that names the field.
+A *link matrix* maps (src, dst) to a `LinkFault` (delay, jitter and its distribution, loss, duplication,
+reordering, corruption, rate, correlations) applied to src's data traffic toward dst. `parse_link_fault` reads
+`delay_ms=20,loss_pct=5`, and every value is validated with a `UsageError` that names the field.
 """
 from __future__ import annotations
 
@@ -229,13 +229,20 @@ def _parse_clause(clause: str, whole: str, nodes: list[str], rng: random.Random 
 
 
 # --- link faults ------------------------------------------------------------------------------------------------
+DISTRIBUTIONS = ("uniform", "normal", "pareto", "paretonormal")
+
+
 @dataclass(frozen=True)
 class LinkFault:
-    """What happens to one direction of a link's data traffic. Zero everywhere means untouched.
+    """What happens to one direction of a link's data traffic. The defaults everywhere mean untouched.
 
-    `delay_ms` +- `jitter_ms` (uniform), `loss_pct`, `duplicate_pct`, `reorder_pct` (that share of packets skips
-    the delay and so overtakes the others; needs `delay_ms` > 0, as in netem), `corrupt_pct` (one bit of the UDP
-    payload flipped), `rate_kbit` (0: unlimited).
+    `delay_ms` +- `jitter_ms`, drawn from `distribution` (uniform, or iproute2's normal, pareto and paretonormal
+    tables, as netem does), `loss_pct`, `duplicate_pct`, `reorder_pct` (that share of packets skips the delay and
+    so overtakes the others; needs `delay_ms` > 0, as in netem), `corrupt_pct` (one bit of the UDP payload
+    flipped), `rate_kbit` (0: unlimited). `delay_corr_pct` correlates each delay draw with the previous one as
+    netem does (`next = (1 - rho) * fresh + rho * last`, which also narrows the spread; needs `jitter_ms`).
+    netem's loss and duplication correlations are left out on purpose: the same formula lowers the effective
+    loss rate well below the asked one instead of making bursts.
     """
 
     delay_ms: float = 0.0
@@ -245,10 +252,16 @@ class LinkFault:
     reorder_pct: float = 0.0
     corrupt_pct: float = 0.0
     rate_kbit: float = 0.0
+    delay_corr_pct: float = 0.0
+    distribution: str = "uniform"
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
+            if f.name == "distribution":
+                if value not in DISTRIBUTIONS:
+                    raise UsageError(f"distribution must be one of {', '.join(DISTRIBUTIONS)}, got {value!r}")
+                continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise UsageError(f"{f.name} must be a number, got {value!r}")
             if value < 0:
@@ -260,31 +273,37 @@ class LinkFault:
         if self.reorder_pct > 0 and self.delay_ms == 0:
             raise UsageError(f"reorder_pct={self.reorder_pct:g} needs delay_ms > 0: reordered packets overtake "
                              "delayed ones (as in netem)", hint="e.g. delay_ms=10,reorder_pct=25")
+        if self.delay_corr_pct and not self.jitter_ms:
+            raise UsageError(f"delay_corr_pct={self.delay_corr_pct:g} needs jitter_ms > 0: it correlates the jitter")
+        if self.distribution != "uniform" and not self.jitter_ms:
+            raise UsageError(f"distribution={self.distribution} needs jitter_ms > 0: it shapes the jitter",
+                             hint="e.g. delay_ms=20,jitter_ms=5,distribution=normal")
 
     @property
     def empty(self) -> bool:
-        return not any(asdict(self).values())
+        return not self.as_dict()
 
     @property
     def only_loss(self) -> bool:
-        return self.loss_pct > 0 and replace(self, loss_pct=0.0).empty
+        """Uncorrelated loss and nothing else (what iptables statistic can do)."""
+        return set(self.as_dict()) == {"loss_pct"}
 
     def merged(self, other: "LinkFault") -> "LinkFault":
-        """This fault with every non-zero field of `other` on top (slow then flaky keeps both)."""
-        values = asdict(self)
-        values.update({k: v for k, v in asdict(other).items() if v})
-        return LinkFault(**values)
+        """This fault with every non-default field of `other` on top (slow then flaky keeps both)."""
+        return LinkFault(**{**asdict(self), **other.as_dict()})
 
-    def as_dict(self) -> dict[str, float]:
-        """The non-zero fields."""
-        return {k: v for k, v in asdict(self).items() if v}
+    def as_dict(self) -> dict[str, float | str]:
+        """The fields that differ from the defaults."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) != f.default}
 
 
 FAULT_FIELDS = tuple(f.name for f in fields(LinkFault))
 _RATE_RE = re.compile(r"^(\d+(?:\.\d+)?)(kbit|mbit|gbit)$")
 
 
-def _number(field_name: str, raw: object) -> float:
+def _field_value(field_name: str, raw: object) -> float | str:
+    if field_name == "distribution":
+        return str(raw).strip()
     if field_name == "rate_kbit" and isinstance(raw, str):
         match = _RATE_RE.match(raw.strip().lower())
         if match:
@@ -302,7 +321,7 @@ def link_fault(values: Mapping[str, object]) -> LinkFault:
     unknown = set(values) - set(FAULT_FIELDS) - {"rate"}
     if unknown:
         raise UsageError(f"unknown link fault field(s) {', '.join(sorted(unknown))}; known: {', '.join(FAULT_FIELDS)}")
-    kwargs = {("rate_kbit" if k == "rate" else k): _number("rate_kbit" if k == "rate" else k, v)
+    kwargs = {("rate_kbit" if k == "rate" else k): _field_value("rate_kbit" if k == "rate" else k, v)
               for k, v in values.items()}
     return LinkFault(**kwargs)
 

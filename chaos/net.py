@@ -316,10 +316,10 @@ class Net:
         return self._start_fault(kind, detail, applied_ts, None)
 
     def slow(self, delay_ms: float, jitter_ms: float = 0.0, links: Iterable[tuple[str, str]] | None = None,
-             **more: float) -> str:
+             **more: float | str) -> str:
         """Delay (and jitter) the data traffic of `links` (default: every link); `more` may add other
-        LinkFault fields (duplicate_pct, reorder_pct, corrupt_pct, rate_kbit). Keeps other faults on those
-        links. Returns the fault id."""
+        LinkFault fields (distribution, delay_corr_pct, duplicate_pct, reorder_pct, corrupt_pct, rate_kbit).
+        Keeps other faults on those links. Returns the fault id."""
         fault = grudges.link_fault({"delay_ms": delay_ms, "jitter_ms": jitter_ms, **more})
         return self._set_links("slow", grudges.matrix(self._scope(links), fault), merge=True)
 

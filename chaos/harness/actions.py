@@ -65,7 +65,7 @@ def _links(text: str | None, t: Target) -> list[tuple[str, str]] | None:
 
 def _slow(step: Step, t: Target) -> Result:
     s = step.slow
-    more = {k: v for k, v in s.model_dump(exclude={"delay_ms", "jitter_ms", "links"}).items() if v}
+    more = s.model_dump(exclude={"delay_ms", "jitter_ms", "links"})
     return {"fault_id": t.net.slow(s.delay_ms, s.jitter_ms, links=_links(s.links, t), **more)}
 
 

@@ -118,6 +118,8 @@ class Slow(Model):
     reorder_pct: Pct = 0.0
     corrupt_pct: Pct = 0.0
     rate_kbit: Annotated[float, Field(ge=0)] = 0.0
+    delay_corr_pct: Pct = 0.0
+    distribution: Literal["uniform", "normal", "pareto", "paretonormal"] = "uniform"
     links: Optional[str] = None
 
 

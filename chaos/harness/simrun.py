@@ -37,6 +37,23 @@ POLL_S = 0.005
 BURST = 64
 
 
+SIMULATED_LINK_FIELDS = ("delay_ms", "jitter_ms", "loss_pct", "duplicate_pct", "reorder_pct", "links")
+
+
+def _unsimulable(link_faults: list[dict[str, Any]]) -> list[str]:
+    """The link-fault fields set in `link_faults` that the simulator's links do not model."""
+    return sorted({k for values in link_faults for k, v in values.items()
+                   if k not in SIMULATED_LINK_FIELDS and v not in (0, 0.0, "uniform", None)})
+
+
+def _link_faults(step: Any, nodes: list[str]) -> list[dict[str, Any]]:
+    if step.action == "shape":
+        from chaos.grudge import parse_matrix
+
+        return [f.as_dict() for f in parse_matrix(step.shape, nodes).values()]
+    return [getattr(step, step.action).model_dump()]
+
+
 def check_simulable(loaded: Loaded) -> None:
     """Raise `ScenarioError` naming every step without a simulator equivalent."""
     problems = []
@@ -48,19 +65,16 @@ def check_simulable(loaded: Loaded) -> None:
         if step.action in SIM_ONLY_ON_CONTAINERS:
             problems.append(Problem(where, path, f"{step.action} has no simulator equivalent (processes exist "
                                                   "only on containers); run it with 'splitlab run'"))
-        elif step.action == "slow" and (step.slow.corrupt_pct or step.slow.rate_kbit):
-            problems.append(Problem(where, path, "corrupt_pct and rate_kbit have no simulator equivalent"))
         elif step.action == "msg_fault" and step.msg_fault.action.startswith("duplicate"):
             problems.append(Problem(where, path, "the duplicate message fault has no simulator equivalent"))
-        elif step.action == "shape":
-            from chaos.grudge import parse_matrix
-
-            matrix = parse_matrix(step.shape, loaded.scenario.node_names)
-            if any(f.corrupt_pct or f.rate_kbit for f in matrix.values()):
-                problems.append(Problem(where, path, "corrupt_pct and rate_kbit have no simulator equivalent"))
+        elif step.action in ("slow", "flaky", "shape"):
+            unsimulable = _unsimulable(_link_faults(step, loaded.scenario.node_names))
+            if unsimulable:
+                problems.append(Problem(where, path, f"{', '.join(unsimulable)} have no simulator equivalent"))
     if problems:
-        raise ScenarioError(problems, hint="pause, resume, kill, start, corruption, rate limits and message "
-                                           "duplication run only on containers ('splitlab run')")
+        raise ScenarioError(problems, hint="pause, resume, kill, start, corruption, rate limits, correlations, "
+                                           "delay distributions and message duplication run only on containers "
+                                           "('splitlab run')")
 
 
 class SimHistory:

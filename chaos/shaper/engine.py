@@ -5,8 +5,10 @@ For each IPv4/UDP packet toward a shaped peer:
    dropped, duplicated or diverted to a later time by the first matching rule; the original packet is rewritten
    to carry what is kept, and diverted or duplicated messages become packets of their own (`extra`);
 2. the link fault of that peer, on what is left of the original: loss, corruption (one bit of the UDP
-   payload, checksum made right), rate (serialisation at `rate_kbit`), delay +- jitter (uniform), reordering
-   (that share of packets skips the delay) and duplication (a copy released with the original).
+   payload, checksum made right), rate (serialisation at `rate_kbit`), delay +- jitter (uniform or from
+   iproute2's tables, chaos.shaper.disttable), reordering (that share of packets skips the delay) and
+   duplication (a copy released with the original). Delay draws are correlated per destination as netem
+   correlates them.
 Packets diverted by message rules skip step 2. Every random choice comes from one `random.Random(seed)`, so a
 run with the same packets in the same order decides the same way.
 """
@@ -18,7 +20,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from chaos.grudge import LinkFault
-from chaos.shaper import ipv4
+from chaos.shaper import disttable, ipv4
 from chaos.shaper.msgrules import DROP, DUPLICATE, PASS, RuleBook
 from chaos.shaper.spec import ShaperSpec
 
@@ -43,6 +45,7 @@ class Engine:
         self.names = dict(spec.names)
         self.book = RuleBook(list(spec.rules))
         self.busy_until_s: dict[str, float] = {}
+        self.draws: dict[str, disttable.Correlated] = {}
         self.stats: Counter[str] = Counter()
         if previous is not None:
             self.book.carry_from(previous.book)
@@ -113,6 +116,12 @@ class Engine:
         rewritten = packet(kept)
         return ipv4.parse(rewritten), Verdict(now_s, payload=rewritten, extra=extra)
 
+    def _delay_draw(self, dst: str, corr_pct: float) -> float:
+        """A uniform draw in [0, 1) for the delay toward `dst`, correlated with the last as netem does."""
+        if dst not in self.draws:
+            self.draws[dst] = disttable.Correlated(self.rng, corr_pct)
+        return self.draws[dst].draw()
+
     def _link(self, now_s: float, pkt: ipv4.UdpPacket, fault: LinkFault, verdict: Verdict) -> Verdict:
         rng = self.rng
         if fault.loss_pct and rng.random() * 100 < fault.loss_pct:
@@ -130,8 +139,8 @@ class Engine:
         if fault.reorder_pct and rng.random() * 100 < fault.reorder_pct:
             self.stats["reordered"] += 1
         elif fault.delay_ms or fault.jitter_ms:
-            delay_ms = fault.delay_ms + (rng.uniform(-fault.jitter_ms, fault.jitter_ms) if fault.jitter_ms else 0.0)
-            at_s += max(0.0, delay_ms) / 1000
+            u = self._delay_draw(pkt.dst, fault.delay_corr_pct) if fault.jitter_ms else 0.0
+            at_s += disttable.delay_ms(fault.delay_ms, fault.jitter_ms, fault.distribution, u) / 1000
             self.stats["delayed"] += 1
         extra = list(verdict.extra)
         if fault.duplicate_pct and rng.random() * 100 < fault.duplicate_pct:

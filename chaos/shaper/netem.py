@@ -1,82 +1,259 @@
-"""Link faults in the kernel with tc netem, where `sch_netem` exists (not on every kernel: then the NFQUEUE
-shaper serves).
+"""Link faults in the kernel with tc netem, applied through pyroute2, where `sch_netem` exists (not on every
+kernel: then the NFQUEUE shaper serves).
 
-On the sender's data interface: a root `prio` qdisc with one extra band per shaped peer, a netem qdisc on each
-of those bands, and a u32 filter sending UDP toward the peer's data address to its band; everything else keeps
-the three default bands, so control traffic is never shaped. One `tc -batch` per node applies it, recorded in
-the ledger first with its undo `tc qdisc del dev IF root`.
+On the sender's data interface, inside its network namespace:
 
-The commands are `tc` argv rather than pyroute2 calls so that what is applied and what the ledger replays to
-undo it are the same kind of thing, readable in the ledger. NOT exercised on the development machine, whose
-kernel has neither sch_netem nor sch_prio; the unit tests check the command text only.
+    htb 1: (root, no default class: unclassified traffic leaves at once, untouched)
+     +- class 1:10 (rate far above the link's) -- netem 10: (the fault toward the first peer)
+     +- class 1:11 ...                          -- netem 11: (the next peer)
+    u32 filters: UDP toward peer IP/32 -> its class
+
+so only the data traffic toward the shaped peers meets netem; the control network is another interface and is
+never touched. `plan` builds the requests as data (pure, unit-tested); `apply` records the ledger entry first
+(its undo is `tc qdisc del dev IF root`, replayable after the controller died), then sends the requests with
+one pyroute2 `IPRoute` bound to the node's namespace. When a request fails, the root qdisc is removed again so
+that nothing half-built stays, and the error names the request.
+
+htb rather than the classic `prio` root: prio allows 16 bands (13 peers), htb any number of classes, and the
+classifying part (htb, u32) also exists on kernels without netem, so it can be tested there.
+
+pyroute2 0.9 leaves netem's delay distribution table (TCA_NETEM_DELAY_DIST) unimplemented; `NetemWithTable`
+adds exactly that attribute to pyroute2's own netem plugin and is registered in its plugin table.
 """
 from __future__ import annotations
 
-from typing import Mapping
+import errno
+import ipaddress
+import os
+import socket
+import struct
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from pyroute2 import IPRoute
+from pyroute2.netlink import nla
+from pyroute2.netlink.exceptions import NetlinkError
+from pyroute2.netlink.rtnl.tcmsg import plugins as tc_plugins
+from pyroute2.netlink.rtnl.tcmsg import sched_netem
 
 from chaos.grudge import LinkFault
 from chaos.ledger import Entry, Ledger, in_netns
 from chaos.netns import Netns
-from node.errors import EnvironmentProblem, UsageError
+from chaos.shaper import disttable
+from node.errors import EnvironmentProblem
 
 GROUP = "netem"
-MAX_PEERS = 13  # prio has at most 16 bands; 3 stay the defaults
-PRIOMAP = "1 2 2 2 1 2 0 0 1 1 1 1 1 1 1 1"
+ROOT_HANDLE = 0x10000  # 1:
+FIRST_MINOR = 0x10  # classes 1:10, 1:11, ... and their netem leaves 10:, 11:, ...
+CLASS_RATE = "10gbit"  # far above a veth's real rate: htb only classifies here, netem shapes
+NETEM_LIMIT_PACKETS = 10_000  # tc's default of 1000 overflows at 20 ms delay beyond 50k packets/s
+ETH_P_IP = 0x0800
+IPPROTO_UDP_KEY = "0x00110000/0x00ff0000+8"  # u32: IP header byte 9 (protocol) == 17
 
 
-def netem_args(fault: LinkFault) -> list[str]:
-    """The netem options of a link fault (`delay 20ms 5ms loss 1% ...`)."""
-    args: list[str] = []
+# --- pyroute2 extension: netem with a delay distribution table ----------------------------------------------------
+class _netem_options(sched_netem.options):
+    nla_map = tuple(("TCA_NETEM_DELAY_DIST", "cdata") if name == "TCA_NETEM_DELAY_DIST" else (name, kind)
+                    for name, kind in sched_netem.options.nla_map)
+
+
+class NetemWithTable:
+    """pyroute2's netem plugin plus `delay_dist` (the table's values), sent as TCA_NETEM_DELAY_DIST, and with
+    `rate` kept out of the top-level TCA_RATE attribute (pyroute2 0.9.7 sends it there too, which fails to
+    encode; its htb and tbf plugins drop it the same way)."""
+
+    parent = sched_netem.parent
+    options = _netem_options
+
+    @staticmethod
+    def get_parameters(kwarg: dict[str, Any]) -> dict[str, Any]:
+        opts = sched_netem.get_parameters(kwarg)
+        dist = kwarg.get("delay_dist")
+        if dist:
+            opts["attrs"].append(["TCA_NETEM_DELAY_DIST", struct.pack(f"={len(dist)}h", *dist)])
+        return opts
+
+    @staticmethod
+    def fix_request(request: dict[str, Any]) -> None:
+        request.pop("rate", None)
+
+
+tc_plugins["netem"] = NetemWithTable
+
+
+# --- the plan ----------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Request:
+    """One `IPRoute.tc(command, kind, ...)` call; `what` says it in tc's words for errors and logs."""
+
+    command: str
+    kind: str
+    what: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+def netem_kwargs(fault: LinkFault) -> dict[str, Any]:
+    """pyroute2's netem parameters for a link fault (times in microseconds, shares in percent)."""
+    kw: dict[str, Any] = {"limit": NETEM_LIMIT_PACKETS}
     if fault.delay_ms or fault.jitter_ms:
-        args += ["delay", f"{fault.delay_ms:g}ms"] + ([f"{fault.jitter_ms:g}ms"] if fault.jitter_ms else [])
+        kw["delay"] = round(fault.delay_ms * 1000)
+    if fault.jitter_ms:
+        kw["jitter"] = round(fault.jitter_ms * 1000)
+    if fault.distribution != "uniform":
+        kw["delay_dist"] = disttable.table(fault.distribution)
+    for name, value in (("loss", fault.loss_pct), ("duplicate", fault.duplicate_pct),
+                        ("prob_reorder", fault.reorder_pct), ("prob_corrupt", fault.corrupt_pct),
+                        ("delay_corr", fault.delay_corr_pct)):
+        if value:
+            kw[name] = value
+    if fault.rate_kbit:
+        kw["rate"] = round(fault.rate_kbit * 1000 / 8)  # bytes per second
+    return kw
+
+
+def describe(fault: LinkFault) -> str:
+    """The fault in tc's netem words (`delay 20ms 5ms distribution normal loss 1%`), for errors and logs."""
+    words: list[str] = []
+    if fault.delay_ms or fault.jitter_ms:
+        words += ["delay", f"{fault.delay_ms:g}ms"] + ([f"{fault.jitter_ms:g}ms"] if fault.jitter_ms else [])
+        words += [f"{fault.delay_corr_pct:g}%"] if fault.delay_corr_pct else []
+        words += ["distribution", fault.distribution] if fault.distribution != "uniform" else []
     for name, value in (("loss", fault.loss_pct), ("duplicate", fault.duplicate_pct),
                         ("reorder", fault.reorder_pct), ("corrupt", fault.corrupt_pct)):
         if value:
-            args += [name, f"{value:g}%"]
+            words += [name, f"{value:g}%"]
     if fault.rate_kbit:
-        args += ["rate", f"{fault.rate_kbit:g}kbit"]
-    return args
+        words += ["rate", f"{fault.rate_kbit:g}kbit"]
+    return " ".join(words)
 
 
-def batch(ifname: str, faults: Mapping[str, LinkFault], replace: bool) -> str:
-    """The `tc -batch` input giving `ifname` one netem band per destination IP."""
-    if len(faults) > MAX_PEERS:
-        raise UsageError(f"netem backend shapes at most {MAX_PEERS} peers per node, asked {len(faults)}",
-                         hint="use --backend nfqueue")
-    lines = [f"qdisc del dev {ifname} root"] if replace else []
-    lines.append(f"qdisc add dev {ifname} root handle 1: prio bands {3 + len(faults)} priomap {PRIOMAP}")
-    for i, (ip, fault) in enumerate(sorted(faults.items())):
-        band = 4 + i
-        lines.append(f"qdisc add dev {ifname} parent 1:{band} handle {10 + i}: netem {' '.join(netem_args(fault))}")
-        lines.append(f"filter add dev {ifname} parent 1: protocol ip prio 1 u32 match ip dst {ip}/32 "
-                     f"match ip protocol 17 0xff flowid 1:{band}")
-    return "\n".join(lines) + "\n"
+def _handle(major: int, minor: int = 0) -> int:
+    return (major << 16) | minor
 
 
-def interface_of(ns: Netns, ip: str) -> str:
-    """The interface holding `ip` inside `ns`. Raises `EnvironmentProblem`."""
-    for line in ns.exec(["ip", "-o", "-4", "addr", "show"]).stdout.splitlines():
-        parts = line.split()
-        if len(parts) > 3 and parts[3].split("/")[0] == ip:
-            return parts[1].split("@")[0]
-    raise EnvironmentProblem(f"no interface with {ip} in {ns.node}'s namespace")
+def plan(ifname: str, faults: Mapping[str, LinkFault]) -> list[Request]:
+    """The requests giving `ifname` one netem leaf per destination IP (sorted, so the same faults give the same
+    plan). Raises `UsageError` (through LinkFault/ipaddress checks) for a bad address."""
+    requests = [Request("add", "htb", f"qdisc add dev {ifname} root handle 1: htb default 0",
+                        {"handle": ROOT_HANDLE, "parent": 0xFFFFFFFF, "default": 0})]
+    for i, (ip, fault) in enumerate(sorted(faults.items(), key=lambda item: ipaddress.IPv4Address(item[0]))):
+        minor = FIRST_MINOR + i
+        classid = _handle(1, minor)
+        requests.append(Request("add-class", "htb", f"class add dev {ifname} parent 1: classid 1:{minor:x} htb "
+                                f"rate {CLASS_RATE}", {"handle": classid, "parent": ROOT_HANDLE, "rate": CLASS_RATE}))
+        requests.append(Request("add", "netem", f"qdisc add dev {ifname} parent 1:{minor:x} handle {minor:x}: netem "
+                                f"{describe(fault)}", {"handle": _handle(minor), "parent": classid,
+                                                       **netem_kwargs(fault)}))
+        dst = int(ipaddress.IPv4Address(ip))
+        requests.append(Request("add-filter", "u32", f"filter add dev {ifname} parent 1: protocol ip prio 1 u32 "
+                                f"match ip dst {ip}/32 match ip protocol 17 0xff flowid 1:{minor:x}",
+                                {"parent": ROOT_HANDLE, "prio": 1, "protocol": ETH_P_IP,
+                                 "target": classid, "keys": [f"0x{dst:08x}/0xffffffff+16", IPPROTO_UDP_KEY]}))
+    return requests
+
+
+# --- applying it ---------------------------------------------------------------------------------------------------
+def open_route(pid: int) -> IPRoute:
+    """A pyroute2 `IPRoute` bound to the network namespace of `pid` (flags=0: open it, never create one)."""
+    try:
+        return IPRoute(netns=f"/proc/{pid}/ns/net", flags=0)
+    except OSError as exc:
+        raise EnvironmentProblem(f"cannot open a netlink socket in the namespace of pid {pid}: {exc}",
+                                 hint="the controller must run as root on the Docker host") from None
+
+
+def interface_of(ipr: IPRoute, ip: str, where: str) -> tuple[int, str]:
+    """(index, name) of the interface holding `ip`. Raises `EnvironmentProblem`."""
+    for addr in ipr.get_addr(family=socket.AF_INET):
+        if addr.get_attr("IFA_ADDRESS") == ip:
+            index = addr["index"]
+            return index, ipr.get_links(index)[0].get_attr("IFLA_IFNAME")
+    raise EnvironmentProblem(f"no interface with {ip} in {where}")
+
+
+def has_root_qdisc(ipr: IPRoute, index: int) -> bool:
+    """Whether the interface has our root (htb 1:) right now."""
+    return any(q["parent"] == 0xFFFFFFFF and q["handle"] == ROOT_HANDLE and q.get_attr("TCA_KIND") == "htb"
+               for q in ipr.get_qdiscs(index=index))
+
+
+def remove_root(ipr: IPRoute, index: int) -> None:
+    """Delete the interface's root qdisc (and with it every class, leaf and filter) if it is ours."""
+    if has_root_qdisc(ipr, index):
+        ipr.tc("del", index=index, handle=ROOT_HANDLE, parent=0xFFFFFFFF)
+
+
+def send(ipr: IPRoute, index: int, requests: list[Request], where: str) -> None:
+    """Send `requests` in order; on the first failure remove the root again (nothing half-built stays) and
+    raise `EnvironmentProblem` naming the refused request."""
+    request = requests[0]
+    try:
+        for request in requests:
+            ipr.tc(request.command, request.kind, index=index, **request.kwargs)
+    except NetlinkError as exc:
+        remove_root(ipr, index)
+        hint = ("this kernel has no sch_netem: use --backend nfqueue ('splitlab doctor' shows the backends)"
+                if request.kind == "netem" and exc.code == errno.ENOENT else None)
+        raise EnvironmentProblem(f"{where}: the kernel refused '{request.what}': {os.strerror(exc.code)}",
+                                 hint=hint) from None
+    except BaseException:
+        remove_root(ipr, index)
+        raise
 
 
 def _entry(ns: Netns, ifname: str) -> Entry:
     return Entry(group=GROUP, key=f"{GROUP}:{ns.inode}:{ifname}", node=ns.node, pid=ns.pid, netns_ino=ns.inode,
-                 what=f"tc prio+netem qdiscs on {ifname}",
+                 what=f"tc htb+netem qdiscs on {ifname}",
                  undo=[in_netns(ns.pid, ["tc", "qdisc", "del", "dev", ifname, "root"])],
                  present={"argv": in_netns(ns.pid, ["tc", "qdisc", "show", "dev", ifname]),
-                          "contains": "qdisc prio 1:"})
+                          "contains": "qdisc htb 1:"})
 
 
 def apply(ledger: Ledger, ns: Netns, data_ip: str, faults: Mapping[str, LinkFault]) -> None:
     """Give `ns`'s node exactly these netem faults toward these IPs; an empty mapping removes them."""
-    ifname = interface_of(ns, data_ip)
-    entry = _entry(ns, ifname)
-    if not faults:
-        ledger.heal(lambda e: e.key == entry.key)
-        return
-    installed = any(e.key == entry.key for e in ledger.outstanding(lambda e: e.group == GROUP))
-    ledger.record(entry)
-    ns.exec(["tc", "-batch", "-"], input_text=batch(ifname, faults, replace=installed))
+    with open_route(ns.pid) as ipr:
+        index, ifname = interface_of(ipr, data_ip, f"{ns.node}'s namespace")
+        entry = _entry(ns, ifname)
+        if not faults:
+            ledger.heal(lambda e: e.key == entry.key)
+            return
+        requests = plan(ifname, faults)
+        ledger.record(entry)
+        remove_root(ipr, index)  # replace what an earlier call installed: the whole tree is rebuilt
+        try:
+            send(ipr, index, requests, f"node {ns.node}")
+        except EnvironmentProblem:
+            ledger.heal(lambda e: e.key == entry.key)
+            raise
+
+
+# --- the capability probe -------------------------------------------------------------------------------------------
+SELF_TEST_FAULT = LinkFault(delay_ms=1, jitter_ms=1, delay_corr_pct=10, distribution="normal", loss_pct=1,
+                            duplicate_pct=1, reorder_pct=1, corrupt_pct=1, rate_kbit=100_000)
+
+
+def self_test() -> None:
+    """Build the whole tree, every netem option included, on a veth pair in the current network namespace
+    (`splitlab doctor` runs this under `unshare --net`), then remove it. Raises `EnvironmentProblem`."""
+    with IPRoute() as ipr:
+        try:
+            ipr.link("add", ifname="sl-netem", kind="veth", peer="sl-netem-peer")
+            index = ipr.link_lookup(ifname="sl-netem")[0]
+            ipr.link("set", index=index, state="up")
+            ipr.addr("add", index=index, address="10.255.255.1", prefixlen=30)
+        except NetlinkError as exc:
+            raise EnvironmentProblem(f"the netem self-test cannot set up its veth pair: {os.strerror(exc.code)}",
+                                     hint="run it in a network namespace of its own, as root") from None
+        send(ipr, index, plan("sl-netem", {"10.255.255.2": SELF_TEST_FAULT}), "the netem self-test")
+        remove_root(ipr, index)
+
+
+if __name__ == "__main__":
+    import sys
+
+    try:
+        self_test()
+    except EnvironmentProblem as exc:
+        print(exc.message, file=sys.stderr)  # doctor shows this line; its own hint names the shaper
+        sys.exit(1)
+    print("netem: htb, u32 and netem with every option (distribution table included) work here")

@@ -1,6 +1,8 @@
 """The chaos controller on real containers, measured from outside the nodes with UDP probes between their
-namespaces: loss, delay, duplication and reordering (NFQUEUE shaper), one-way partitions, protocol-aware drops,
-injection with a real source address, heal after a SIGKILLed controller, and bad input.
+namespaces: loss, delay (with a distribution), duplication and reordering under each link-fault backend this
+kernel has (the NFQUEUE shaper everywhere, netem where sch_netem exists: otherwise those cases are reported as
+skipped, never as passed), the netem backend's classifier tree on the real kernel, one-way partitions,
+protocol-aware drops, injection with a real source address, heal after a SIGKILLed controller, and bad input.
 
 One 3-node run serves the module (starting one costs seconds on 2 cores); every test works through a `Net`
 that heals on exit, and the `clean` fixture then checks that no chain, rule or shaper process is left, also
@@ -9,9 +11,11 @@ after a failure. The run is removed at the end of the module whatever happened.
 from __future__ import annotations
 
 import os
+import dataclasses
 import signal
 import socket
 import subprocess
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -22,8 +26,10 @@ from chaos import cluster as clusters
 from chaos import inject, probe
 from chaos.capture import read_pcap
 from chaos.ledger import Ledger, process_cmdline
-from chaos.net import Net
+from chaos.grudge import LinkFault
+from chaos.net import Net, capabilities
 from chaos.netns import socket_in
+from chaos.shaper import netem
 from chaos.shaper.msgrules import MsgRule
 from node import wire
 from node.errors import EnvironmentProblem, UsageError
@@ -57,7 +63,7 @@ def leftovers(run) -> list[str]:
         rules = ns.exec(["iptables", "-S"]).stdout
         found += [f"{name}: {line}" for line in rules.splitlines() if run.run_id in line]
         qdisc = ns.exec(["tc", "qdisc", "show"], check=False).stdout
-        found += [f"{name}: {line}" for line in qdisc.splitlines() if "netem" in line or "prio" in line]
+        found += [f"{name}: {line}" for line in qdisc.splitlines() if "netem" in line or "htb" in line]
     spec_dir = str(run.run_dir / "chaos")
     found += [f"shaper pid {pid}" for pid in shaper_pids() if any(spec_dir in a for a in process_cmdline(pid))]
     found += [f"ledger: {e.what}" for e in Ledger(run.run_dir).outstanding()]
@@ -73,6 +79,15 @@ def net(run):
     finally:
         n.heal_all()
     assert leftovers(run) == []
+
+
+@pytest.fixture(params=["nfqueue", "netem"])
+def backend(request):
+    """Each link-fault backend; netem only where this kernel has it (else the case is skipped, saying why)."""
+    ok, detail = capabilities()[request.param]
+    if not ok:
+        pytest.skip(f"backend {request.param} is not available on this kernel: {detail}")
+    return request.param
 
 
 def endpoints(run) -> dict[str, probe.Endpoint]:
@@ -91,7 +106,8 @@ def wait_for(predicate, timeout_s=15.0, what="condition"):
         time.sleep(0.2)
 
 
-def test_loss_is_within_2_points_of_the_asked_over_5000_probes(run, net):
+def test_loss_is_within_2_points_of_the_asked_over_5000_probes(run, net, backend):
+    net.backend = backend
     net.flaky(10, links=[("n1", "n2")])
     eps = endpoints(run)
     stats = probe.measure(eps["n1"], eps["n2"], count=5000, interval_ms=0.4)
@@ -100,7 +116,8 @@ def test_loss_is_within_2_points_of_the_asked_over_5000_probes(run, net):
     assert back.loss_pct == 0, back.as_dict()  # only the asked direction
 
 
-def test_mean_delay_within_2_ms_at_20_ms_and_only_toward_the_asked_peer(run, net):
+def test_mean_delay_within_2_ms_at_20_ms_and_only_toward_the_asked_peer(run, net, backend):
+    net.backend = backend
     net.slow(20, links=[("n1", "n2")])
     eps = endpoints(run)
     shaped = probe.measure(eps["n1"], eps["n2"], count=2000, interval_ms=1)
@@ -110,12 +127,71 @@ def test_mean_delay_within_2_ms_at_20_ms_and_only_toward_the_asked_peer(run, net
     assert run.all_hear_all()  # the control network answers; the nodes still hear each other
 
 
-def test_duplication_and_reordering_are_seen(run, net):
+def test_normal_jitter_has_the_asked_mean_and_spread(run, net, backend):
+    net.backend = backend
+    net.slow(20, jitter_ms=5, distribution="normal", links=[("n1", "n2")])
+    stats = probe.measure(endpoints(run)["n1"], endpoints(run)["n2"], count=2000, interval_ms=1)
+    spread_ms = statistics.stdev(stats.delays_ms)
+    assert abs(stats.mean_delay_ms - 20) <= 2 and 3.5 <= spread_ms <= 7, (stats.as_dict(), spread_ms)
+    assert stats.percentile_ms(99) > 28  # a normal tail reaches past 1.6 sigma; uniform +-5 ms never would
+
+
+def test_duplication_and_reordering_are_seen(run, net, backend):
+    net.backend = backend
     net.shape("n1->n2:delay_ms=10,duplicate_pct=20,reorder_pct=25")
     eps = endpoints(run)
     stats = probe.measure(eps["n1"], eps["n2"], count=2000, interval_ms=0.5)
     assert 300 <= stats.duplicates <= 500, stats.as_dict()
     assert stats.reordered > 100 and stats.loss_pct == 0, stats.as_dict()
+
+
+def class_packets(ipr, index: int) -> dict[int, int]:
+    return {c["handle"]: c.get_attr("TCA_STATS2").get_attr("TCA_STATS_BASIC")["packets"]
+            for c in ipr.get_classes(index=index)}
+
+
+def test_netem_tree_sends_only_udp_toward_the_shaped_peer_into_its_class(run, net):
+    """The netem backend's htb classes and u32 filters on the real kernel, through pyroute2. The netem leaves
+    are swapped for pfifo so that this runs on kernels without sch_netem too; the classifying is the same."""
+    eps = endpoints(run)
+    ns = clusters.namespaces(run)["n1"]
+    requests = [dataclasses.replace(r, kind="pfifo", kwargs={"handle": r.kwargs["handle"], "parent": r.kwargs["parent"],
+                                                             "limit": 10_000}) if r.kind == "netem" else r
+                for r in netem.plan("eth0", {eps["n2"].ip: LinkFault(delay_ms=20)})]
+    with netem.open_route(ns.pid) as ipr:
+        index, _ = netem.interface_of(ipr, eps["n1"].ip, "n1")
+        try:
+            netem.send(ipr, index, requests, "n1")
+            toward_n3 = class_packets(ipr, index)[0x10010]
+            probe.measure(eps["n1"], eps["n3"], count=300, interval_ms=0.5)
+            toward_n2 = class_packets(ipr, index)[0x10010]
+            probe.measure(eps["n1"], eps["n2"], count=300, interval_ms=0.5)
+            after = class_packets(ipr, index)[0x10010]
+        finally:
+            netem.remove_root(ipr, index)
+        assert not netem.has_root_qdisc(ipr, index)
+    assert toward_n2 - toward_n3 < 30  # probes to n3 pass by (a few of n1's own heartbeats to n2 may count)
+    assert after - toward_n2 >= 300  # every probe to n2 went through the shaped class
+
+
+def test_netem_backend_installs_its_tree_or_refuses_cleanly_on_this_kernel(run, net):
+    """Where sch_netem exists the tree is there and goes again; where it does not, one clear error and nothing
+    left: no qdisc, no outstanding ledger entry (the `net` fixture checks the leftovers too)."""
+    eps = endpoints(run)
+    ns = clusters.namespaces(run)["n1"]
+    faults = {eps["n2"].ip: LinkFault(delay_ms=20, jitter_ms=5, distribution="normal", loss_pct=1)}
+    if capabilities()["netem"][0]:
+        netem.apply(net.ledger, ns, eps["n1"].ip, faults)
+        shown = ns.exec(["tc", "qdisc", "show"]).stdout
+        assert "qdisc netem 10: parent 1:10" in shown and "delay 20ms  5ms" in shown, shown
+        netem.apply(net.ledger, ns, eps["n1"].ip, {})
+    else:
+        with pytest.raises(EnvironmentProblem, match=r"the kernel refused 'qdisc add dev eth\d parent 1:10 handle "
+                                                      r"10: netem delay 20ms 5ms distribution normal loss 1%'") as err:
+            netem.apply(net.ledger, ns, eps["n1"].ip, faults)
+        assert "--backend nfqueue" in err.value.hint
+    assert "htb" not in ns.exec(["tc", "qdisc", "show"]).stdout
+    assert not Ledger(run.run_dir).outstanding()
 
 
 def test_one_way_partition_drops_exactly_one_direction_and_heal_restores(run, net):

@@ -133,3 +133,21 @@ def test_parse_matrix_and_links():
     with pytest.raises(UsageError, match="loss_pct must be within 0..100"):
         g.parse_matrix("n1->n2:loss_pct=150", nodes)
     assert len(g.all_links(nodes)) == 6 and len(g.all_links(nodes, between=["n1"])) == 4
+
+
+def test_correlations_and_distribution_are_parsed_validated_and_kept_by_merge():
+    fault = g.parse_link_fault("delay_ms=100,jitter_ms=20,distribution=normal,delay_corr_pct=25")
+    assert fault.as_dict() == {"delay_ms": 100, "jitter_ms": 20, "distribution": "normal", "delay_corr_pct": 25}
+    assert fault.merged(g.LinkFault(loss_pct=5)) == g.LinkFault(delay_ms=100, jitter_ms=20, distribution="normal",
+                                                                delay_corr_pct=25, loss_pct=5)
+    assert g.LinkFault(distribution="uniform").empty
+    with pytest.raises(UsageError, match="distribution must be one of uniform, normal, pareto, paretonormal"):
+        g.parse_link_fault("delay_ms=10,jitter_ms=2,distribution=gauss")
+    with pytest.raises(UsageError, match="distribution=pareto needs jitter_ms > 0"):
+        g.LinkFault(delay_ms=10, distribution="pareto")
+    with pytest.raises(UsageError, match="delay_corr_pct=20 needs jitter_ms > 0"):
+        g.LinkFault(delay_ms=10, delay_corr_pct=20)
+    with pytest.raises(UsageError, match="delay_corr_pct must be within 0..100"):
+        g.LinkFault(delay_ms=10, jitter_ms=1, delay_corr_pct=101)
+    with pytest.raises(UsageError, match="unknown link fault field"):
+        g.link_fault({"loss_pct": 5, "loss_corr_pct": 50})

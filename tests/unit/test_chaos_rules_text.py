@@ -1,7 +1,7 @@
-"""What the backends hand to iptables-restore and tc, as text (no root)."""
+"""What the iptables backends hand to iptables-restore, as text (no root). The netem backend: test_chaos_netem."""
 from chaos import partition
 from chaos.grudge import LinkFault
-from chaos.shaper import control, netem, statloss
+from chaos.shaper import control, statloss
 from chaos.shaper.msgrules import MsgRule
 from chaos.shaper.spec import ShaperSpec
 
@@ -27,16 +27,3 @@ def test_statistic_loss_rules():
     text = statloss.restore_input("SLL-r1", {"10.0.0.3": 12.5}, hook=True)
     assert "-A SLL-r1 -d 10.0.0.3/32 -p udp -m statistic --mode random --probability 0.125000 -j DROP" in text
     assert "-I OUTPUT 1 -j SLL-r1" in text
-
-
-def test_netem_batch_gives_each_peer_its_band():
-    fault = LinkFault(delay_ms=20, jitter_ms=5, loss_pct=1, duplicate_pct=2, reorder_pct=3, corrupt_pct=4,
-                      rate_kbit=1000)
-    assert netem.netem_args(fault) == ["delay", "20ms", "5ms", "loss", "1%", "duplicate", "2%", "reorder", "3%",
-                                       "corrupt", "4%", "rate", "1000kbit"]
-    text = netem.batch("eth0", {"10.0.0.3": LinkFault(delay_ms=10)}, replace=True).splitlines()
-    assert text == ["qdisc del dev eth0 root",
-                    f"qdisc add dev eth0 root handle 1: prio bands 4 priomap {netem.PRIOMAP}",
-                    "qdisc add dev eth0 parent 1:4 handle 10: netem delay 10ms",
-                    "filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dst 10.0.0.3/32 "
-                    "match ip protocol 17 0xff flowid 1:4"]

@@ -130,3 +130,41 @@ def test_engine_reload_keeps_rule_counters():
     assert engine.process(0.0, hb).at_s is None
     engine = Engine(spec(rules=rules, generation=2), previous=engine)
     assert engine.process(0.0, hb).at_s == 0.0  # the first one was already dropped
+
+
+def delays_of(fault: LinkFault, count: int = 20_000) -> list[float]:
+    engine = Engine(spec(links={B: fault}))
+    return [(engine.process(float(i), udp(b"x")).at_s - i) * 1000 for i in range(count)]
+
+
+def test_engine_draws_delays_from_iproute2s_tables_with_the_asked_mean_and_spread():
+    uniform = delays_of(LinkFault(delay_ms=50, jitter_ms=10))
+    normal = delays_of(LinkFault(delay_ms=50, jitter_ms=10, distribution="normal"))
+    pareto = delays_of(LinkFault(delay_ms=50, jitter_ms=10, distribution="pareto"))
+    assert 40 <= min(uniform) and max(uniform) <= 60  # uniform: within delay +- jitter
+    assert abs(statistics.fmean(normal) - 50) < 0.5 and abs(statistics.stdev(normal) - 10) < 0.5
+    assert max(normal) > 75  # a normal table reaches beyond 2.5 sigma, uniform never does
+    assert statistics.median(pareto) < statistics.fmean(pareto)  # heavy right tail
+    assert abs(statistics.fmean(pareto) - 50) < 1.5
+
+
+def test_engine_correlates_delay_as_netem_does():
+    steady = delays_of(LinkFault(delay_ms=50, jitter_ms=10, delay_corr_pct=90), count=5000)
+    fresh = delays_of(LinkFault(delay_ms=50, jitter_ms=10), count=5000)
+
+    def mean_step(xs: list[float]) -> float:
+        return statistics.fmean(abs(b - a) for a, b in zip(xs, xs[1:]))
+
+    assert mean_step(steady) < mean_step(fresh) / 3  # each delay stays close to the last
+
+
+def test_distribution_tables_come_from_iproute2_and_a_missing_one_is_a_clear_error(monkeypatch):
+    from chaos.shaper import disttable
+    from node.errors import EnvironmentProblem
+
+    normal = disttable.table("normal")
+    assert len(normal) == 4096 and abs(statistics.fmean(normal)) < 50
+    assert abs(statistics.pstdev(normal) - disttable.DIST_SCALE) < 200  # mean 0, sigma 1, scaled by 8192
+    monkeypatch.setattr(disttable, "TABLE_DIRS", ("/nonexistent",))
+    with pytest.raises(EnvironmentProblem, match=r"no delay distribution table nosuch.dist in /nonexistent"):
+        disttable.table("nosuch")

@@ -1,4 +1,5 @@
 """doctor's probes on fake inputs: each capability ok or missing with a hint, and the exit decision."""
+import sys
 from pathlib import Path
 
 from chaos import doctor
@@ -20,7 +21,9 @@ HEALTHY = {
     ("docker-compose", "version"): (0, "1.29.2\n"),
     ("unshare", "--net", "iptables", "-w", "-A", "INPUT"): (0, ""),
     ("iptables", "--version"): (0, "iptables v1.8.9 (nf_tables)\n"),
-    ("unshare", "--net", "sh"): (2, "Error: Specified qdisc kind is unknown.\n"),
+    ("unshare", "--net", sys.executable, "-m", "chaos.shaper.netem"):
+        (1, "the netem self-test: the kernel refused 'qdisc add dev sl-netem parent 1:10 handle 10: netem delay 1ms':"
+            " No such file or directory\n"),
     ("unshare", "--net", "iptables", "-w", "-A", "OUTPUT"): (0, ""),
     ("java", "-version"): (0, 'openjdk version "17.0.15" 2025-04-15\n'),
 }
@@ -41,12 +44,12 @@ def test_healthy_machine_without_netem_can_run_and_uses_the_shaper():
     assert not netem.ok and not netem.required and "NFQUEUE shaper" in netem.hint
     assert doctor.can_run(list(checks.values()))
     backends = doctor.fault_backends(netem, checks["NFQUEUE"])
-    assert backends["delay/jitter, duplication, reordering, corruption, rate"].startswith("nfqueue")
+    assert backends["delay/jitter (correlation, distribution), duplication, reordering, corruption, rate"].startswith("nfqueue")
     assert backends["partition"].startswith("iptables")
 
 
 def test_netem_present_serves_link_faults():
-    answers = {**HEALTHY, ("unshare", "--net", "sh"): (0, "")}
+    answers = {**HEALTHY, ("unshare", "--net", sys.executable, "-m", "chaos.shaper.netem"): (0, "")}
     checks = by_name(checks_for(answers))
     assert doctor.fault_backends(checks["sch_netem (tc netem)"], checks["NFQUEUE"])["loss"] == "netem"
 
@@ -89,5 +92,5 @@ def test_no_nfqueue_and_no_netem_leaves_only_iptables_loss():
     checks = by_name(checks_for(answers))
     assert not doctor.can_run(list(checks.values()))
     backends = doctor.fault_backends(checks["sch_netem (tc netem)"], checks["NFQUEUE"])
-    assert backends["delay/jitter, duplication, reordering, corruption, rate"] == "none"
+    assert backends["delay/jitter (correlation, distribution), duplication, reordering, corruption, rate"] == "none"
     assert backends["loss"].startswith("iptables statistic")
