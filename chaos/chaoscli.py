@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 from chaos.grudge import DISTRIBUTIONS, FAULT_FIELDS
-from node.errors import SplitlabError, UsageError
+from node.errors import SplitlabError, UsageError, report_error
 
 EXAMPLES = {
     "partition": ["splitlab chaos partition 'n2<-n1'            # n2 drops what n1 sends (one way)",
@@ -268,20 +268,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _report(prog: str, exc: SplitlabError) -> int:
-    print(f"{prog}: error: {exc.message}", file=sys.stderr)
-    if exc.hint:
-        print(f"hint: {exc.hint}", file=sys.stderr)
-    return exc.exit_code
-
-
 def main(argv: list[str] | None = None) -> int:
     """`splitlab chaos VERB ...`; returns the exit code."""
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
     except SplitlabError as exc:
-        return _report(f"splitlab chaos {args.verb}", exc)
+        return report_error(f"splitlab chaos {args.verb}", exc)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
@@ -318,7 +311,7 @@ def heal_main(argv: list[str] | None = None) -> int:
         heal_run(run_dir, run_id, log=_log, verify=not args.no_verify)
         return 0
     except SplitlabError as exc:
-        return _report("splitlab heal", exc)
+        return report_error("splitlab heal", exc)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -13,7 +13,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from node.errors import SplitlabError
+from node.errors import SplitlabError, report_error
 
 console = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
@@ -223,10 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except SplitlabError as exc:
-        err.print(f"splitlab {args.command}: error: {exc.message}", markup=False)
-        if exc.hint:
-            err.print(f"hint: {exc.hint}", markup=False)
-        return exc.exit_code
+        return report_error(f"splitlab {args.command}", exc)
     except KeyboardInterrupt:
         err.print("interrupted")
         return 130

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import random
 import re
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields
 from typing import Iterable, Mapping, Sequence
 
 from node.errors import UsageError

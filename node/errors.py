@@ -5,6 +5,9 @@ maps `UsageError` to exit code 2 and every other `SplitlabError` to exit code 1.
 """
 from __future__ import annotations
 
+import sys
+from typing import TextIO
+
 
 class SplitlabError(Exception):
     """Base of every error splitlab raises on purpose.
@@ -23,6 +26,17 @@ class SplitlabError(Exception):
         if self.hint:
             return f"{self.message} (hint: {self.hint})"
         return self.message
+
+
+def report_error(prog: str, exc: SplitlabError, stream: TextIO | None = None) -> int:
+    """Print `exc` as every command line tool of splitlab does (`PROG: error: ...` per message line, then
+    `hint: ...`) on stderr; return its exit code."""
+    stream = stream or sys.stderr
+    for line in exc.message.splitlines() or [""]:
+        print(f"{prog}: error: {line}", file=stream)
+    if exc.hint:
+        print(f"hint: {exc.hint}", file=stream)
+    return exc.exit_code
 
 
 class UsageError(SplitlabError):

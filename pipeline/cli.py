@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 from rich.console import Console
 from rich.table import Table
 
-from node.errors import SplitlabError
+from node.errors import SplitlabError, report_error
 from pipeline.api import analyze
 from pipeline.checks import CHECKS
 from pipeline.params import parse_assignments
@@ -81,10 +81,7 @@ def analyze_main(argv: Sequence[str] | None = None) -> int:
         summary = analyze(args.run_dir, master=args.master, params=params, report=not args.no_report,
                           steps=_Steps(err))
     except SplitlabError as exc:
-        err.print(f"[bold red]error:[/bold red] {exc.message}", highlight=False)
-        if exc.hint:
-            err.print(f"hint: {exc.hint}", highlight=False)
-        return exc.exit_code
+        return report_error("splitlab analyze", exc)
     finally:
         session = SparkSession.getActiveSession()
         if session_before is None and session is not None:

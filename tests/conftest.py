@@ -2,7 +2,8 @@
 
 `cluster_factory(n, **kwargs)` starts a run with `chaos.cluster.up` and removes it at teardown, also when the
 test failed; a failed test first prints the run directory and the logs of every node. A session-end sweep
-removes any run this session started that is still there (e.g. after an interrupted teardown).
+removes every run under runs/tests that this session left behind, however it was started (`cluster_factory`,
+the scenario runner, a module fixture) and however its own cleanup failed.
 """
 from __future__ import annotations
 
@@ -76,11 +77,30 @@ def _print_failure(run) -> None:
         print(f"--- {node.name} ({node.container}) ---\n{logs.rstrip()}")
 
 
+def _test_runs_up() -> set[str]:
+    """Run ids of the runs under runs/tests that have containers or networks now; empty without Docker (unit
+    tests need none)."""
+    from chaos import cluster as cl
+    from node.errors import EnvironmentProblem
+
+    try:
+        runs = cl.ps()
+    except EnvironmentProblem:
+        return set()
+    return {r.run_id for r in runs if r.run_id in _started or Path(r.run_dir).is_relative_to(TEST_RUNS)}
+
+
+_before_session: set[str] = set()
+
+
+def pytest_sessionstart(session):
+    _before_session.update(_test_runs_up())  # a run someone left before this session is not this session's
+
+
 def pytest_sessionfinish(session, exitstatus):
-    if not _started:
-        return
     from chaos import cluster as cl
 
-    left = {r.run_id for r in cl.ps()} & set(_started)
-    for run_id in left:
+    left = _test_runs_up() - _before_session
+    for run_id in sorted(left):
+        print(f"\nsweeping run {run_id}: this session left it behind")
         cl.down(run_id)

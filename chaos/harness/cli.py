@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from chaos.harness.progress import Progress
-from node.errors import SplitlabError
+from node.errors import SplitlabError, report_error
 
 RUN_EXAMPLES = """examples:
   splitlab run scenarios/jgrp1873.yaml --variant legacy        # reproduce JGRP-1873 under unicast2
@@ -98,11 +98,7 @@ def guard(prog: str, body: Callable[[], int]) -> int:
     try:
         return body()
     except SplitlabError as exc:
-        for line in exc.message.splitlines():
-            print(f"{prog}: error: {line}", file=sys.stderr)
-        if exc.hint:
-            print(f"hint: {exc.hint}", file=sys.stderr)
-        return exc.exit_code
+        return report_error(prog, exc)
     except KeyboardInterrupt:
         print(f"{prog}: interrupted (the cluster was removed and every fault healed)", file=sys.stderr)
         return 130

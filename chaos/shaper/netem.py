@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from pyroute2 import IPRoute
-from pyroute2.netlink import nla
 from pyroute2.netlink.exceptions import NetlinkError
 from pyroute2.netlink.rtnl.tcmsg import plugins as tc_plugins
 from pyroute2.netlink.rtnl.tcmsg import sched_netem
