@@ -5,9 +5,10 @@
 
 `bind_layers(UDP, SL, dport=DATA_PORT)` (and sport) makes `IP(raw_bytes)` show node traffic in full, in scapy
 and in pcap files read by scapy. Used by the shaper for protocol-aware faults, by the injector to forge packets
-and by capture. A message type that node.wire registers later without a class here is dissected from its
-`FORMAT` by a generated class (fixed-size messages) or shown as raw bytes (variable ones); the unit tests keep
-every class in step with node.wire's codec on the same bytes.
+and by capture. Fixed-size messages get a class generated from their node.wire `FORMAT` and field names
+(`SLHeartbeat`, `SLUnicastAck`, ...); the ones with a variable tail (`SLUnicastData`, `SLUnicastXmitReq`) are
+written out here; a variable message without a class is shown as raw bytes. The unit tests keep every class in
+step with node.wire's codec on the same bytes.
 
 `message_type(name_or_code)` resolves what users type (a class name `UnicastAck`, its snake form `unicast_ack`,
 or a code) to a type code.
@@ -75,24 +76,6 @@ class _Body(Packet):
         return b"", s
 
 
-class SLHeartbeat(_Body):
-    name = "Heartbeat"
-    WIRE = wire.Heartbeat
-    fields_desc = [LongField("counter", 0)]
-
-
-class SLPing(_Body):
-    name = "Ping"
-    WIRE = wire.Ping
-    fields_desc = [LongField("ping_id", 0)]
-
-
-class SLPong(_Body):
-    name = "Pong"
-    WIRE = wire.Pong
-    fields_desc = [LongField("ping_id", 0)]
-
-
 class SLUnicastData(_Body):
     name = "UnicastData"
     WIRE = wire.UnicastData
@@ -102,53 +85,11 @@ class SLUnicastData(_Body):
                    StrLenField("data", b"", length_from=lambda p: p.payload_len)]
 
 
-class SLUnicastAck(_Body):
-    name = "UnicastAck"
-    WIRE = wire.UnicastAck
-    fields_desc = [LongField("seqno", 0), IntField("conn_id", 0), IntField("timestamp", 0)]
-
-
-class SLUnicastStable(_Body):
-    name = "UnicastStable"
-    WIRE = wire.UnicastStable
-    fields_desc = [LongField("seqno", 0), IntField("conn_id", 0)]
-
-
 class SLUnicastXmitReq(_Body):
     name = "UnicastXmitReq"
     WIRE = wire.UnicastXmitReq
     fields_desc = [IntField("conn_id", 0), FieldLenField("count", None, count_of="seqnos", fmt="!H"),
                    FieldListField("seqnos", [], LongField("seqno", 0), count_from=lambda p: p.count)]
-
-
-class SLSendFirstSeqno(_Body):
-    name = "SendFirstSeqno"
-    WIRE = wire.SendFirstSeqno
-    fields_desc = [IntField("timestamp", 0)]
-
-
-class SLUnicastClose(_Body):
-    name = "UnicastClose"
-    WIRE = wire.UnicastClose
-    fields_desc = [IntField("conn_id", 0)]
-
-
-class SLUnicastSync(_Body):
-    name = "UnicastSync"
-    WIRE = wire.UnicastSync
-    fields_desc: list = []
-
-
-class SLUnicastSyncOk(_Body):
-    name = "UnicastSyncOk"
-    WIRE = wire.UnicastSyncOk
-    fields_desc = [LongField("low", 0), IntField("conn_id", 0)]
-
-
-class SLUnicastSyncAck(_Body):
-    name = "UnicastSyncAck"
-    WIRE = wire.UnicastSyncAck
-    fields_desc = [IntField("conn_id", 0)]
 
 
 _STRUCT_FIELDS = {"Q": LongField, "I": IntField, "B": ByteField, "H": ShortField}
@@ -173,6 +114,7 @@ def _bind_all() -> dict[int, type[_Body]]:
         if body is not None:
             bind_layers(SLMessage, body, type=code)
             out[code] = body
+            globals().setdefault(body.__name__, body)  # dissect.SLUnicastAck, as if written out
     return out
 
 
