@@ -17,6 +17,7 @@ import time
 
 import docker
 
+from bench import wait_until
 from chaos import cluster
 
 PAYLOAD_BYTES = 100
@@ -71,11 +72,8 @@ def _multicast_rate(run: cluster.Cluster, senders: tuple[str, ...], count: int) 
     started = time.monotonic()
     for sender in senders:
         run.client(sender).multicast(count=count, size=PAYLOAD_BYTES, rate=0)
-    deadline = started + 300
-    while any(_delivered(run, n) - before[n] < want[n] for n in NODES):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{count} multicasts from {', '.join(senders)} not delivered within 300 s")
-        time.sleep(0.05)
+    wait_until(lambda: all(_delivered(run, n) - before[n] >= want[n] for n in NODES), 300,
+               f"{count} multicasts from {', '.join(senders)} not delivered")
     return count / (time.monotonic() - started)
 
 
@@ -89,14 +87,12 @@ def _blocked_ms(run: cluster.Cluster, pause_s: float, count: int) -> float:
         time.sleep(pause_s)
     finally:
         ctr.unpause()
-    deadline = time.monotonic() + 60
-    while True:
-        item = next(w for w in n1.state()["workloads"] if w["id"] == workload_id)
-        if item["done"]:
-            return item["blocked_ms"]
-        if time.monotonic() > deadline:
-            raise TimeoutError("the multicast workload did not finish within 60 s of the unpause")
-        time.sleep(0.1)
+
+    def workload() -> dict:
+        return next(w for w in n1.state()["workloads"] if w["id"] == workload_id)
+
+    wait_until(lambda: workload()["done"], 60, "the multicast workload did not finish after the unpause", 0.1)
+    return workload()["blocked_ms"]
 
 
 def run(quick: bool) -> list[dict]:

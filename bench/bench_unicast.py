@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+from bench import wait_until
 from chaos import cluster
 
 PAYLOAD_BYTES = 100
@@ -34,11 +35,8 @@ def _reliable_rate(run: cluster.Cluster, count: int) -> float:
     before = receiver.state()["counters"].get("delivered", 0)
     started = time.monotonic()
     run.client("n1").unicast("n2", count=count, size=PAYLOAD_BYTES, rate=0)
-    deadline = started + 300
-    while receiver.state()["counters"].get("delivered", 0) - before < count:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{count} messages not delivered within 300 s")
-        time.sleep(0.05)
+    wait_until(lambda: receiver.state()["counters"].get("delivered", 0) - before >= count, 300,
+               f"{count} messages not delivered")
     return count / (time.monotonic() - started)
 
 

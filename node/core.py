@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Hashable
 
+from node.errors import UsageError
+
 
 # --- events -----------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -141,6 +143,19 @@ def make_payload(msg_id: str, size: int) -> bytes:
     """Build a payload of at least `size` bytes that carries `msg_id`."""
     head = msg_id.encode() + b"\0"
     return head + b"x" * max(0, size - len(head))
+
+
+def payload_arg(args: dict[str, Any], max_bytes: int, what: str) -> bytes:
+    """The `payload` of a send request as bytes. Raises `UsageError` naming `what` for a missing, non-bytes or
+    oversized payload."""
+    payload = args.get("payload")
+    if isinstance(payload, (bytearray, memoryview)):
+        payload = bytes(payload)
+    if not isinstance(payload, bytes):
+        raise UsageError(f"{what}: payload must be bytes, got {type(payload).__name__}")
+    if len(payload) > max_bytes:
+        raise UsageError(f"{what}: payload of {len(payload)} bytes exceeds {max_bytes}")
+    return payload
 
 
 def payload_msg_id(payload: bytes) -> str | None:

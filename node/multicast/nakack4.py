@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, ClassVar, Hashable, Iterable
 
-from node.core import Deliver, Effect, Emit, Protocol, Send, SetTimer
+from node.core import Deliver, Effect, Emit, Protocol, Send, SetTimer, payload_arg
 from node.errors import ConfigError, UsageError
 from node.multicast.config import SYNC_MODES, Nakack4Config
 from node.multicast.errors import SenderClosed, WindowFull
@@ -106,13 +106,7 @@ class Nakack4(Protocol):
         if op == "send":
             if self.closed:
                 raise SenderClosed(f"{self.NAME}: the sender of {self.local} is closed")
-            payload = args.get("payload")
-            if isinstance(payload, (bytearray, memoryview)):
-                payload = bytes(payload)
-            if not isinstance(payload, bytes):
-                raise UsageError(f"{self.NAME} send: payload must be bytes, got {type(payload).__name__}")
-            if len(payload) > MAX_PAYLOAD_BYTES:
-                raise UsageError(f"{self.NAME} send: payload of {len(payload)} bytes exceeds {MAX_PAYLOAD_BYTES}")
+            payload = payload_arg(args, MAX_PAYLOAD_BYTES, f"{self.NAME} send")
             stall_ms = args.get("stall_ms")
             if stall_ms is not None:
                 if isinstance(stall_ms, bool) or not isinstance(stall_ms, (int, float)) or stall_ms < 0:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Callable, ClassVar, Hashable, Iterable
 
-from node.core import Deliver, Effect, Emit, Protocol, Send, SetTimer
+from node.core import Deliver, Effect, Emit, Protocol, Send, SetTimer, payload_arg
 from node.errors import UsageError
 from node.unicast.config import UnicastConfig
 from node.unicast.connid import first_conn_id, next_stream, stream_start
@@ -101,13 +101,7 @@ class UnicastBase(Protocol):
         """
         if op == "send":
             to = _peer_arg(args, "to", self.local)
-            payload = args.get("payload")
-            if isinstance(payload, (bytearray, memoryview)):
-                payload = bytes(payload)
-            if not isinstance(payload, bytes):
-                raise UsageError(f"unicast send: payload must be bytes, got {type(payload).__name__}")
-            if len(payload) > MAX_PAYLOAD_BYTES:
-                raise UsageError(f"unicast send: payload of {len(payload)} bytes exceeds {MAX_PAYLOAD_BYTES}")
+            payload = payload_arg(args, MAX_PAYLOAD_BYTES, "unicast send")
             return self._send(now_s, to, payload)
         if op == "close":
             return self._close(now_s, _peer_arg(args, "peer", self.local), bool(args.get("graceful", False)))
