@@ -42,6 +42,7 @@ EXAMPLES = {
     "resume": ["splitlab chaos resume n3"],
     "kill": ["splitlab chaos kill n2"],
     "start": ["splitlab chaos start n2                     # and re-apply the run's faults to it"],
+    "restart": ["splitlab chaos restart n2                   # SIGKILL, then start again with the run's faults"],
 }
 
 
@@ -260,7 +261,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--duration-s", type=float, default=10.0)
     p.add_argument("--out", help="pcap file (default: runs/<run>/chaos/capture.pcap)")
     for name, help_ in (("pause", "freeze a node (docker pause; --sigstop: SIGSTOP)"), ("resume", "unfreeze a node"),
-                        ("kill", "SIGKILL a node's container"), ("start", "start a killed node again")):
+                        ("kill", "SIGKILL a node's container"), ("start", "start a killed node again"),
+                        ("restart", "SIGKILL a node's container and start it again at once")):
         p = add(name, help_, _node_verb(name), hold=name in ("pause", "kill"))
         p.add_argument("node")
         if name == "pause":

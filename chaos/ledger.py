@@ -251,11 +251,18 @@ def _undo_all(entries: list[Entry], runner: Runner) -> tuple[dict[str, str], lis
     return settled, errors
 
 
+def namespace_gone(entry: Entry) -> bool:
+    """Whether the namespace `entry` was applied in has gone: its recorded PID is dead or lives elsewhere now.
+    The PID decides, not the inode alone: the kernel reuses a dead namespace's inode number for a new one (a
+    restarted container may get its old number back, without the rules)."""
+    return entry.pid is not None and entry.netns_ino is not None and netns_inode(entry.pid) != entry.netns_ino
+
+
 def undo_entry(entry: Entry, runner: Runner = run) -> str:
     """Undo one entry; returns how it was settled. Raises `CommandFailed` when an undo command fails."""
     if entry.process is not None:  # a process outlives its container's PID: end it whatever the namespace did
         return _end_process(entry)
-    if entry.pid is not None and entry.netns_ino is not None and netns_inode(entry.pid) != entry.netns_ino:
+    if namespace_gone(entry):
         return "namespace-gone"
     for step in entry.undo:
         argv, text = (step["argv"], step.get("input")) if isinstance(step, dict) else (step, None)

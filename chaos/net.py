@@ -7,6 +7,7 @@
     msg_fault(rule)                     protocol-aware faults on one message type (NFQUEUE shaper)
     pause(node) / resume(node)          docker pause (cgroup freezer) or SIGSTOP/SIGCONT
     kill(node) / start(node)            docker kill (SIGKILL) / docker start
+    restart(node)                       kill, then start at once (faults re-applied to the new namespace)
     heal_all()                          undo everything the ledger lists (also what other processes applied)
 
 Link-fault backends: `netem` (tc, where sch_netem exists), else `nfqueue` (the userspace shaper), else
@@ -37,7 +38,7 @@ from chaos import cluster as clusters
 from chaos import grudge as grudges
 from chaos import partition, probe
 from chaos.grudge import Grudge, LinkFault, LinkMatrix
-from chaos.ledger import Entry, Ledger
+from chaos.ledger import Entry, Ledger, namespace_gone
 from chaos.netns import Netns
 from chaos.proc import run
 from chaos.shaper import control as shaper_control
@@ -442,8 +443,7 @@ class Net:
         (the old namespace went with the old process; its shaper is ended)."""
         self.ledger.heal(lambda e: e.group == PROCESS_GROUP and e.node == node and e.key.startswith("kill:"))
         self._refresh()
-        stale = {e.id for e in self.ledger.outstanding() if e.node == node and e.netns_ino is not None
-                 and e.netns_ino != self.namespaces[node].inode}
+        stale = {e.id for e in self.ledger.outstanding() if e.node == node and namespace_gone(e)}
         if stale:
             self.ledger.heal(lambda e: e.id in stale)
         if self.grudge:
@@ -453,6 +453,16 @@ class Net:
             self._apply_links()
         self.log(f"start {node}: docker start, faults re-applied to its new namespace")
         self._end_faults(["kill"], time.time(), None, only=lambda i: i["detail"]["node"] == node)
+
+    def restart(self, node: str) -> str:
+        """Kill `node` (SIGKILL) and start it again at once: a crash and reboot with the run's faults re-applied
+        to its new namespace. Returns the fault id (an instant: no fault_end)."""
+        kill_id = self.kill(node)
+        self.start(node)
+        fault_id = f"restart-{uuid.uuid4().hex[:8]}"
+        self.history.emit("fault_start", fault_id=fault_id, kind="restart", detail={"node": node, "kill": kill_id},
+                          applied_ts=time.time(), effective_ts=None)
+        return fault_id
 
     # --- everything -------------------------------------------------------------------------------------------
     def heal_all(self) -> int:

@@ -21,7 +21,8 @@ WIDTH_IN = 9.0
 HEIGHT_IN = 3.6
 DPI = 100
 FAULT_COLOURS = {"partition": "#d62728", "kill": "#7f7f7f", "pause": "#8c564b", "slow": "#ff7f0e",
-                 "flaky": "#bcbd22", "shape": "#e377c2", "msg_fault": "#9467bd", "inject": "#17becf"}
+                 "flaky": "#bcbd22", "shape": "#e377c2", "msg_fault": "#9467bd", "inject": "#17becf",
+                 "restart": "#393b79"}
 
 
 def _png(fig: Figure) -> str:

@@ -124,6 +124,12 @@ def _start(step: Step, t: Target) -> Result:
     return {}
 
 
+def _restart(step: Step, t: Target) -> Result:
+    fault_id = t.net.restart(step.restart)
+    t.cluster = t.net.cluster
+    return {"fault_id": fault_id}
+
+
 def _admin(step: Step, t: Target) -> Result:
     a = step.admin
     return {"detail": {"answer": t.cluster.client(a.node).admin(a.op, a.peer)}}
@@ -132,7 +138,8 @@ def _admin(step: Step, t: Target) -> Result:
 APPLY: dict[str, Callable[[Step, Target], Result]] = {
     "workload": _workload, "partition": _partition, "heal": _heal, "slow": _slow, "fast": _fast,
     "flaky": _flaky, "shape": _shape, "msg_fault": _msg_fault, "inject": _inject, "pause": _pause,
-    "resume": _resume, "kill": _kill, "start": _start, "admin": _admin,
+    "resume": _resume, "kill": _kill, "start": _start, "restart": _restart,
+    "admin": _admin,
 }
 
 

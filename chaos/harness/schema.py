@@ -174,6 +174,7 @@ class Step(Model):
     resume: Optional[NodeName] = None
     kill: Optional[NodeName] = None
     start: Optional[NodeName] = None
+    restart: Optional[NodeName] = None
     admin: Optional[Admin] = None
 
     @property
@@ -192,7 +193,7 @@ class Step(Model):
 # Action names as written in the file (msg-fault is also accepted as msg_fault). Actions without arguments
 # (heal, fast) may be written with an empty value: `heal:` / `fast:`.
 ACTIONS = ("workload", "partition", "heal", "slow", "fast", "flaky", "shape", "msg_fault", "inject", "pause",
-           "resume", "kill", "start", "admin")
+           "resume", "kill", "start", "restart", "admin")
 NO_ARGUMENT = ("heal", "fast")
 STEP_KEYS = ("at_s", "note")
 

@@ -12,7 +12,8 @@ so the same analysis and expectations judge it.
 | inject | the datagram the real injection would send (scapy dissector), delivered to the target |
 | admin | the unicast layer's request |
 
-pause, resume, kill, start, corruption, rate limits and the `duplicate` message fault have no equivalent:
+pause, resume, kill, start, restart, corruption, rate limits, delay distributions and correlation, and the
+`duplicate` message fault have no equivalent:
 such a scenario is refused (UsageError, exit code 2) before anything runs. One seed drives the simulator.
 """
 from __future__ import annotations
@@ -32,7 +33,7 @@ from chaos.naming import new_run_id
 from node.core import make_payload
 from node.errors import UsageError
 
-SIM_ONLY_ON_CONTAINERS = ("pause", "resume", "kill", "start")
+SIM_ONLY_ON_CONTAINERS = ("pause", "resume", "kill", "start", "restart")
 POLL_S = 0.005
 BURST = 64
 

@@ -257,6 +257,20 @@ def test_pause_and_kill_are_undone_by_heal(run, net):
     wait_for(run.all_hear_all, what="all hear all after heal")
 
 
+def test_restart_brings_a_node_back_with_the_partition_applied_to_its_new_namespace(run, net):
+    net.partition("n3<-n1")
+    old_pid = run.node("n3").pid
+    net.restart("n3")
+    run.nodes = clusters.load(run.run_id).nodes
+    assert run.node("n3").pid != old_pid
+    seen = probe.reachability(endpoints(run), [("n1", "n3"), ("n3", "n1"), ("n2", "n3")])
+    assert seen == {("n1", "n3"): False, ("n3", "n1"): True, ("n2", "n3"): True}, seen
+    events = (run.run_dir / "events" / "controller.jsonl").read_text()
+    assert '"kind":"restart"' in events and '"kind":"kill"' in events
+    net.heal()
+    wait_for(run.all_hear_all, what="all hear all after the restart and heal")
+
+
 def chaoscli(*args: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "chaos.chaoscli", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
