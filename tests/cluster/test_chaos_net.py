@@ -307,6 +307,9 @@ def test_sigkill_of_the_controller_mid_fault_then_heal_leaves_nothing(run, net):
     (["partition", "n9<-n1"], "unknown node(s) n9"),
     (["partition", "n1<-"], "malformed grudge"),
     (["flaky", "--loss-pct", "150"], "loss_pct must be within 0..100, got 150"),
+    (["slow", "--delay-ms", "10", "--jitter-ms", "2", "--distribution", "gauss"],
+     "distribution must be one of uniform, normal, pareto, paretonormal, got 'gauss'"),
+    (["slow", "--delay-ms", "10", "--delay-corr-pct", "50"], "delay_corr_pct=50 needs jitter_ms > 0"),
     (["msg-fault", "--type", "Nope", "--from", "n1", "--to", "n2", "--action", "drop"], "unknown message type"),
     (["pause", "n7"], "has no node 'n7'"),
 ])
