@@ -14,6 +14,7 @@
 | SPLITLAB_CONTROL_BIND | explicit control `host:port` (overrides the template) | empty |
 | SPLITLAB_HEARTBEAT_MS / SPLITLAB_SILENCE_MS | heartbeat interval / silence before a peer counts as unheard | 250 / 1500 |
 | SPLITLAB_BUNDLE_MAX_BYTES | bundling: max datagram size; 0 sends one message per datagram | 8192 |
+| SPLITLAB_RECV_BUFFER_BYTES | SO_RCVBUF asked for the data socket (capped by net.core.rmem_max; the effective size is in `node_start`) | 4194304 |
 | SPLITLAB_FLUSH_MS | history flush interval | 500 |
 | SPLITLAB_UNICAST | unicast variant: unicast3, unicast2 or unicast1 | unicast3 |
 | SPLITLAB_UNICAST_<SETTING> | a `node.unicast.UnicastConfig` setting, e.g. SPLITLAB_UNICAST_CONN_CLOSE_TIMEOUT_MS | its default |
@@ -75,6 +76,7 @@ class NodeConfig:
     heartbeat_ms: int = 250
     silence_ms: int = 1500
     bundle_max_bytes: int = 8192
+    recv_buffer_bytes: int = 4 << 20  # SO_RCVBUF asked for the data socket; the kernel caps it at rmem_max
     flush_ms: int = 500
     unicast: str = "unicast3"
     unicast_config: UnicastConfig = field(default_factory=UnicastConfig)
@@ -156,6 +158,7 @@ def from_env(env: Mapping[str, str] | None = None) -> NodeConfig:
         control_bind=_hostport(control_bind, "SPLITLAB_CONTROL_BIND") if control_bind else None,
         heartbeat_ms=heartbeat_ms, silence_ms=silence_ms,
         bundle_max_bytes=_int(env, "SPLITLAB_BUNDLE_MAX_BYTES", 8192, 0, MAX_DATAGRAM_BYTES),
+        recv_buffer_bytes=_int(env, "SPLITLAB_RECV_BUFFER_BYTES", 4 << 20, 4096, 1 << 30),
         flush_ms=_int(env, "SPLITLAB_FLUSH_MS", 500, 10, 60_000),
         unicast=unicast, unicast_config=UnicastConfig.from_mapping(unicast_settings),
         membership=membership, membership_config=MembershipConfig.from_mapping(_settings(env, "SPLITLAB_MEMBERSHIP_")),

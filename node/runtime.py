@@ -75,6 +75,7 @@ class NodeRuntime:
         # set whenever a layer emits `window_unblocked`: workloads refused with WindowFull wait on it
         self.window_open = asyncio.Event()
         self._protocols_started = False
+        self.recv_buffer_bytes = 0  # the data socket's effective SO_RCVBUF, known after bind()
 
     # --- clock ------------------------------------------------------------------------------------------------
     def now(self) -> float:
@@ -100,6 +101,11 @@ class NodeRuntime:
         self.data_ip = await resolve_host(host)
         self._transport, _ = await loop.create_datagram_endpoint(
             lambda: _Endpoint(self), local_addr=(self.data_ip, port), family=socket.AF_INET)
+        # A burst of bundled datagrams overflows the default 208 KiB receive buffer; every drop costs a
+        # retransmission. Unprivileged SO_RCVBUF is capped at net.core.rmem_max: the effective size is recorded.
+        sock = self._transport.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.config.recv_buffer_bytes)
+        self.recv_buffer_bytes = sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
         self._tasks.append(asyncio.create_task(self._resolve_members(), name="resolve-members"))
         self._tasks.append(asyncio.create_task(self._flush_history(), name="flush-history"))
 
