@@ -1,7 +1,8 @@
 """Check `retransmission`: retransmission requests, retransmitted messages and bytes, sync traffic by kind.
 
 Sync traffic is split into the SYNC handshake (`sync`, `sync_ok`, `sync_ack`: unicast3) and first-seqno
-recovery (`first_seqno_req`, `first_seqno_rsp`: unicast2). Informational unless a limit is set.
+recovery (`first_seqno_req`, `first_seqno_rsp`: unicast2). Informational unless a limit is set; the sync
+limits bound the resync traffic of both kinds together (JGRP-1874).
 """
 from __future__ import annotations
 
@@ -66,6 +67,11 @@ def check(ctx: CheckContext, params: dict[str, Any]) -> Verdict:
     if over(details["resent_bytes"], params["max_resent_bytes"]):
         problems.append(f"{details['resent_bytes']} resent bytes > {params['max_resent_bytes']:g}")
     sync_msgs = sum(v["messages"] for v in details["sync"].values())
+    sync_bytes = sum(v["bytes"] for v in details["sync"].values())
+    if over(sync_msgs, params["max_sync_messages"]):
+        problems.append(f"{sync_msgs} sync messages > {params['max_sync_messages']:g}")
+    if over(sync_bytes, params["max_sync_bytes"]):
+        problems.append(f"{sync_bytes} sync bytes > {params['max_sync_bytes']:g}")
     text = (f"{details['xmit_requests']} xmit requests, {details['resent_messages']} resent messages "
             f"({details['resent_bytes']} bytes), {sync_msgs} sync messages")
     if problems:
@@ -76,6 +82,7 @@ def check(ctx: CheckContext, params: dict[str, Any]) -> Verdict:
 CHECK = Check(
     name="retransmission",
     summary="xmit requests, resent messages and bytes, sync traffic by kind (limits optional)",
-    defaults={"max_xmit_requests": None, "max_resent_messages": None, "max_resent_bytes": None},
+    defaults={"max_xmit_requests": None, "max_resent_messages": None, "max_resent_bytes": None,
+              "max_sync_messages": None, "max_sync_bytes": None},
     func=check,
 )

@@ -85,6 +85,20 @@ def test_parameters_move_the_limits(tmp_path, spark):  # noqa: F811
     assert summary.checks["endless_retransmission"].params["min_requests"] == 26
 
 
+def test_the_sync_traffic_limit_bounds_resync_messages_and_bytes(tmp_path, spark):  # noqa: F811
+    run_dir = pf.clean_scenario().write(tmp_path / "r1")
+    tight = api.analyze(run_dir, spark=spark, report=False, params={"retransmission": {"max_sync_messages": 2}})
+    assert tight.checks["retransmission"].status == "fail"
+    assert "3 sync messages > 2" in tight.checks["retransmission"].reason
+    sync_bytes = tight.checks["retransmission"].details["sync"]["sync_handshake"]["bytes"]
+    exact = api.analyze(run_dir, spark=spark, report=False,
+                        params={"retransmission": {"max_sync_messages": 3, "max_sync_bytes": sync_bytes}})
+    assert exact.checks["retransmission"].status == "ok"
+    below = api.analyze(run_dir, spark=spark, report=False,
+                        params={"retransmission": {"max_sync_bytes": sync_bytes - 1}})
+    assert f"{sync_bytes} sync bytes > {sync_bytes - 1}" in below.checks["retransmission"].reason
+
+
 def test_a_crashing_check_gives_unknown_not_a_crash(tmp_path, spark, monkeypatch):  # noqa: F811
     def explode(ctx, params):
         raise ZeroDivisionError("boom")
