@@ -2,7 +2,8 @@
 # Installs the host packages splitlab needs when they are missing (Debian/Ubuntu, as root):
 # debootstrap (base image), iptables and iproute2 (faults), util-linux (nsenter/unshare),
 # libnetfilter-queue-dev, gcc and Python headers (the NFQUEUE shaper's binding), a Java runtime for Spark,
-# python3-venv.
+# python3-venv; qemu-system-x86, busybox-static, kmod and cpio for the netem VM test (tests/netem_vm: Debian's
+# kernel with sch_netem, booted in qemu).
 set -euo pipefail
 need=()
 have_cmd() { command -v "$1" >/dev/null 2>&1; }
@@ -18,6 +19,10 @@ have_cmd gcc || need+=(gcc)  # NetfilterQueue (the shaper's binding) builds a C 
 python3 -c 'import os, sysconfig; assert os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h"))' \
   >/dev/null 2>&1 || need+=(python3-dev)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
+have_cmd qemu-system-x86_64 || need+=(qemu-system-x86)
+have_pkg busybox-static || need+=(busybox-static)  # the initramfs needs the static build at /bin/busybox
+have_pkg kmod || need+=(kmod)  # depmod/modprobe resolve the guest's module load order
+have_cmd cpio || need+=(cpio)
 if ! have_cmd docker-compose && ! docker compose version >/dev/null 2>&1; then need+=(docker-compose); fi
 if [ ${#need[@]} -eq 0 ]; then
   echo "host packages: all present"
