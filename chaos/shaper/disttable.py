@@ -68,11 +68,11 @@ class Correlated:
         return self.last
 
 
-def delay_ms(delay: float, jitter: float, distribution: str, u: float) -> float:
+def draw_delay_ms(delay_ms: float, jitter_ms: float, distribution: str, u: float) -> float:
     """The delay for the uniform draw `u`: uniform within delay +- jitter, or from a table (never below 0)."""
-    if not jitter:
-        return delay
+    if not jitter_ms:
+        return delay_ms
     if distribution == "uniform":
-        return max(0.0, delay - jitter + 2 * jitter * u)
+        return max(0.0, delay_ms - jitter_ms + 2 * jitter_ms * u)
     values = table(distribution)
-    return max(0.0, delay + jitter * values[min(int(u * len(values)), len(values) - 1)] / DIST_SCALE)
+    return max(0.0, delay_ms + jitter_ms * values[min(int(u * len(values)), len(values) - 1)] / DIST_SCALE)
