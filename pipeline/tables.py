@@ -20,6 +20,7 @@ from pipeline.reader import CONTROLLER, History
 MSG_ID_PATTERN = r"^(.+)\.(\d+)\.(\d+)$"
 # data_rx actions that mean "the message arrived and was kept" (ends a retransmission request)
 RECEIVED_ACTIONS = ("deliver", "buffer")
+INSTANT_FAULTS = ("inject", "restart")  # fault_start without a fault_end
 
 
 @dataclass(frozen=True)
@@ -200,7 +201,22 @@ class Tables:
 
     @cached_property
     def heal_times(self) -> list[float]:
-        return [e["at_ts"] for e in self.controller_events if e["type"] == "heal"]
+        """When the network became whole again: every `heal` event, and every `fault_end` that ended the last
+        fault still open (a scenario's own `heal` of its partition, `fast`, `resume`, `start`). Instant faults
+        (`inject`, `restart`) open nothing."""
+        open_ids: set[str] = set()
+        times: list[float] = []
+        for event in self.controller_events:
+            if event["type"] == "fault_start" and event["kind"] not in INSTANT_FAULTS:
+                open_ids.add(event["fault_id"])
+            elif event["type"] == "fault_end" and event["fault_id"] in open_ids:
+                open_ids.discard(event["fault_id"])
+                if not open_ids:
+                    times.append(event["at_ts"])
+            elif event["type"] == "heal":
+                open_ids.clear()
+                times.append(event["at_ts"])
+        return times
 
     @cached_property
     def fault_periods(self) -> list[FaultPeriod]:

@@ -1,8 +1,9 @@
 """Check `heal_recovery`: after the last heal, every message sent before it is delivered, and soon.
 
 Recovery time is the last first-delivery of the expected (message, receiver) pairs sent before the last heal,
-minus the heal time (0 if all were delivered before it). The heal time is the `heal` event's `effective_ts`,
-else `applied_ts`, else its `ts`. A run without a heal passes.
+minus the heal time (0 if all were delivered before it). A heal is a `heal` event or the `fault_end` that ended
+the last open fault (`Tables.heal_times`); its time is the event's `effective_ts`, else `applied_ts`, else its
+`ts`. A run without a heal passes.
 """
 from __future__ import annotations
 

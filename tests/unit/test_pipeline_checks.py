@@ -85,6 +85,20 @@ def test_parameters_move_the_limits(tmp_path, spark):  # noqa: F811
     assert summary.checks["endless_retransmission"].params["min_requests"] == 26
 
 
+def test_a_scenarios_own_heal_of_its_partition_counts_as_the_heal(tmp_path, spark):  # noqa: F811
+    """No `heal` event (the scenario healed its partition itself; the runner's final heal found nothing left):
+    the partition's fault_end is the heal, and an injected packet (an instant) does not hold it open."""
+    scenario = pf.clean_scenario()
+    scenario.events = [e for e in scenario.events if e.type != "heal"]
+    scenario.add("controller", 2.0, "fault_start", fault_id="i1", kind="inject", detail={"from": "n1", "to": "n2"},
+                 applied_ts=pf.T0_TS + 2.0, effective_ts=None)
+    summary = api.analyze(scenario.write(tmp_path / "r1"), spark=spark, report=False)
+    heal = summary.checks["heal_recovery"].details
+    assert heal["heals"] == 1 and heal["heal_ts"] == pytest.approx(pf.T0_TS + pf.HEAL_EFFECTIVE_S)
+    assert heal["recovery_s"] == pytest.approx(0.051, abs=1e-3)
+    assert summary.checks["views"].details["converge_s"] == pytest.approx(0.45, abs=1e-3)
+
+
 def test_the_sync_traffic_limit_bounds_resync_messages_and_bytes(tmp_path, spark):  # noqa: F811
     run_dir = pf.clean_scenario().write(tmp_path / "r1")
     tight = api.analyze(run_dir, spark=spark, report=False, params={"retransmission": {"max_sync_messages": 2}})
