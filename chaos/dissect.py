@@ -1,6 +1,7 @@
 """A scapy dissector of the node wire format (node/wire.py): one `Packet` class per message type.
 
-    SL           magic | version | cluster_id | sender_len | sender | count | messages (a list of SLMessage)
+    SL           magic | version | cluster_id | incarnation | sender_len | sender | count | messages (a list of
+                 SLMessage); incarnation 0 (the default of forged datagrams) means "not stated"
     SLMessage    type | len | body, the body dissected by the class bound to its type code
 
 `bind_layers(UDP, SL, dport=DATA_PORT)` (and sport) makes `IP(raw_bytes)` show node traffic in full, in scapy
@@ -59,6 +60,7 @@ class SL(Packet):
         StrFixedLenField("magic", wire.MAGIC, 2),
         ByteField("version", wire.VERSION),
         XIntField("cluster_id", 0),
+        LongField("incarnation", 0),
         FieldLenField("sender_len", None, length_of="sender", fmt="B"),
         StrLenField("sender", b"", length_from=lambda p: p.sender_len),
         FieldLenField("count", None, count_of="messages", fmt="!H"),

@@ -4,7 +4,8 @@ A protocol object is fed `handle(now_s, event)` and returns a list of effects. T
 and the seeded simulator run the very same objects; only they touch sockets, clocks and timers.
 
 Events: `Received` (a decoded message from a peer), `TimerFired`, `AppRequest` (a protocol-specific request from
-the application or the control API) and `ViewInstalled`.
+the application or the control API), `ViewInstalled` and `PeerRestarted` (a peer's datagrams carry a newer
+incarnation).
 Effects: `Send`, `SetTimer`, `CancelTimer`, `Deliver` (to the application), `Emit` (a history event) and
 `InstallView` (a membership layer installs a view: `node.stack.Stack` hands it to every layer as `ViewInstalled`,
 and the runtime or simulator records the `view` history event).
@@ -49,7 +50,15 @@ class ViewInstalled:
     members: tuple[str, ...]
 
 
-Event = Received | TimerFired | AppRequest | ViewInstalled
+@dataclass(frozen=True)
+class PeerRestarted:
+    """Member `peer` restarted: its datagrams carry a newer incarnation, so whatever a layer kept about its
+    previous life (sequence numbers, windows) no longer holds. Delivered before the new life's first message."""
+
+    peer: str
+
+
+Event = Received | TimerFired | AppRequest | ViewInstalled | PeerRestarted
 
 
 # --- effects ----------------------------------------------------------------------------------------------
@@ -120,6 +129,8 @@ class Protocol:
             return self.on_request(now_s, event.op, event.args)
         if isinstance(event, ViewInstalled):
             return self.on_view(now_s, event.view_id, event.members)
+        if isinstance(event, PeerRestarted):
+            return self.on_peer_restarted(now_s, event.peer)
         raise TypeError(f"unknown event {event!r}")
 
     def on_received(self, now_s: float, src: str, msg: Any) -> list[Effect]:
@@ -132,6 +143,9 @@ class Protocol:
         return []
 
     def on_view(self, now_s: float, view_id: tuple[str, int], members: tuple[str, ...]) -> list[Effect]:
+        return []
+
+    def on_peer_restarted(self, now_s: float, peer: str) -> list[Effect]:
         return []
 
 

@@ -18,11 +18,12 @@ from typing import Any, Hashable
 from node.config import NodeConfig
 from node.core import CancelTimer, Deliver, Effect, Emit, InstallView, Send, SetTimer, payload_msg_id
 from node.errors import WireError
-from node.history import HistoryWriter
 from node import workload
+from node.history import HistoryWriter
+from node.incarnation import OLD, RESTARTED, Incarnations
 from node.stack import Stack
 from node.workload import Workload, WorkloadSpec
-from node.wire import cluster_id_of, decode_datagram, encode_datagram, encode_message, header_size
+from node.wire import cluster_id_of, decode_datagram_from, encode_datagram, encode_message, header_size
 
 RESOLVE_RETRY_S = 0.5
 MAX_DROP_EVENTS_PER_REASON = 100
@@ -66,6 +67,7 @@ class NodeRuntime:
         self._outbox: dict[str, list[bytes]] = {}
         self._flush_scheduled = False
         self._addresses: dict[str, tuple[str, int]] = {}
+        self._incarnations = Incarnations()  # the newest incarnation (boot) seen per sender
         self._tasks: list[asyncio.Task] = []
         self._msg_counter = 0
         self.data_ip: str | None = None
@@ -148,19 +150,31 @@ class NodeRuntime:
             self.counters["received_before_start"] += 1
             return
         try:
-            sender, messages = decode_datagram(data, self.cluster_id)
+            sender, incarnation, messages = decode_datagram_from(data, self.cluster_id)
         except WireError as exc:
-            self.dropped[exc.reason] += 1
-            if self.dropped[exc.reason] <= MAX_DROP_EVENTS_PER_REASON:
-                self.history.emit("datagram_dropped", reason=exc.reason, src_ip=addr[0], detail=exc.message)
+            self._drop(exc.reason, addr, exc.message)
             return
         now_s = self.now()
+        previous = self._incarnations.newest.get(sender)
+        life = self._incarnations.see(sender, incarnation)
+        if life == OLD:
+            self._drop("old-incarnation", addr, f"{sender}'s incarnation {incarnation}, from before its restart "
+                                                f"(now {previous})")
+            return
+        if life == RESTARTED:
+            self.history.emit("peer_restarted", peer=sender, incarnation=incarnation, previous=previous)
+            self.apply(self.stack.peer_restarted(now_s, sender))
         for msg in messages:
             self.counters["messages_received"] += 1
             if not self.stack.handles(msg):
                 self.dropped["unhandled-type"] += 1
                 continue
             self.apply(self.stack.received(now_s, sender, msg))
+
+    def _drop(self, reason: str, addr: tuple[str, int], detail: str) -> None:
+        self.dropped[reason] += 1
+        if self.dropped[reason] <= MAX_DROP_EVENTS_PER_REASON:
+            self.history.emit("datagram_dropped", reason=reason, src_ip=addr[0], detail=detail)
 
     # --- effects ----------------------------------------------------------------------------------------------
     def apply(self, effects: list[Effect]) -> None:
@@ -216,19 +230,19 @@ class NodeRuntime:
         """Pack encoded messages into datagrams of at most `bundle_max_bytes` (one each when bundling is off)."""
         limit = self.config.bundle_max_bytes
         if limit == 0:
-            return [encode_datagram(self.cluster_id, self.config.name, [m]) for m in encoded]
+            return [encode_datagram(self.cluster_id, self.config.name, [m], self.boot) for m in encoded]
         head = header_size(self.config.name)
         out: list[bytes] = []
         batch: list[bytes] = []
         size = head
         for msg in encoded:
             if batch and size + len(msg) > limit:
-                out.append(encode_datagram(self.cluster_id, self.config.name, batch))
+                out.append(encode_datagram(self.cluster_id, self.config.name, batch, self.boot))
                 batch, size = [], head
             batch.append(msg)
             size += len(msg)
         if batch:
-            out.append(encode_datagram(self.cluster_id, self.config.name, batch))
+            out.append(encode_datagram(self.cluster_id, self.config.name, batch, self.boot))
         return out
 
     # --- application ------------------------------------------------------------------------------------------

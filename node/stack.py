@@ -5,6 +5,7 @@
 - timers are namespaced per layer: a layer's `SetTimer(key)` becomes `SetTimer((layer_name, key))`, and the
   runtime's `TimerFired((layer_name, key))` goes back to that layer as `TimerFired(key)`;
 - an `AppRequest` goes to the layer named in `request(layer, ...)`;
+- `PeerRestarted` goes to every layer (`peer_restarted`);
 - `ViewInstalled` goes to every layer; an `InstallView` effect of any layer (the membership layer's) is kept in
   the output and followed at once by the effects of `view()` on every layer (the installing layer included), so
   the runtime and the simulator only record it.
@@ -16,8 +17,8 @@ from __future__ import annotations
 
 from typing import Any, Hashable
 
-from node.core import (AppRequest, CancelTimer, Effect, InstallView, Protocol, Received, SetTimer, TimerFired,
-                       ViewInstalled)
+from node.core import (AppRequest, CancelTimer, Effect, InstallView, PeerRestarted, Protocol, Received, SetTimer,
+                       TimerFired, ViewInstalled)
 from node.errors import UsageError
 
 
@@ -73,6 +74,13 @@ class Stack:
         out: list[Effect] = []
         for name, layer in self.layers.items():
             out += self._scoped(name, layer.handle(now_s, ViewInstalled(view_id, members)), now_s)
+        return out
+
+    def peer_restarted(self, now_s: float, peer: str) -> list[Effect]:
+        """Tell every layer that `peer` restarted (before its new life's first message is fed)."""
+        out: list[Effect] = []
+        for name, layer in self.layers.items():
+            out += self._scoped(name, layer.handle(now_s, PeerRestarted(peer)), now_s)
         return out
 
     def start(self, now_s: float) -> list[Effect]:

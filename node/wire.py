@@ -2,7 +2,12 @@
 
 A datagram is a header followed by one or more messages (bundling):
 
-    header   magic b"SL" | version u8 | cluster_id u32 | sender_len u8 | sender (utf-8) | count u16
+    header   magic b"SL" | version u8 | cluster_id u32 | incarnation u64 | sender_len u8 | sender (utf-8)
+             | count u16
+
+`incarnation` is the sender's boot (unix ms): a receiver that sees it grow knows the sender restarted (its
+protocol state is new), and one that sees an older one drops the datagram as a leftover of the previous life.
+0 means "not stated" (forged or replayed traffic of the chaos tools) and is taken as the current one.
     message  type u8 | body_len u16 | body (per type, below)
 
 All integers are network byte order. A datagram with a foreign magic or cluster id, another version, a
@@ -24,13 +29,14 @@ from typing import ClassVar
 from node.errors import WireError
 
 MAGIC = b"SL"
-VERSION = 1
+VERSION = 2
 MAX_DATAGRAM_BYTES = 65507
 MAX_MESSAGES = 4096
 MAX_SENDER_BYTES = 64
 DATA_PORT = 7100
 
-_HEAD = struct.Struct("!2sBIB")  # magic, version, cluster_id, sender_len
+_HEAD = struct.Struct("!2sBIQB")  # magic, version, cluster_id, incarnation, sender_len
+HEAD_BYTES = _HEAD.size  # the fixed part of the header, before the sender's name
 _COUNT = struct.Struct("!H")
 _MSG_HEAD = struct.Struct("!BH")  # type, body_len
 
@@ -83,14 +89,14 @@ def encode_message(msg: Message) -> bytes:
     return _MSG_HEAD.pack(msg.TYPE, len(body)) + body
 
 
-def encode_datagram(cluster_id: int, sender: str, messages: list[Message] | list[bytes]) -> bytes:
+def encode_datagram(cluster_id: int, sender: str, messages: list[Message] | list[bytes], incarnation: int = 0) -> bytes:
     """Encode messages (objects, or bytes already made by `encode_message`) from `sender` into one datagram."""
     name = sender.encode()
     if not 0 < len(name) <= MAX_SENDER_BYTES:
         raise ValueError(f"sender name {sender!r} must be 1..{MAX_SENDER_BYTES} bytes")
     if not 0 < len(messages) <= MAX_MESSAGES:
         raise ValueError(f"a datagram carries 1..{MAX_MESSAGES} messages, got {len(messages)}")
-    parts = [_HEAD.pack(MAGIC, VERSION, cluster_id, len(name)), name, _COUNT.pack(len(messages))]
+    parts = [_HEAD.pack(MAGIC, VERSION, cluster_id, incarnation, len(name)), name, _COUNT.pack(len(messages))]
     parts += [m if isinstance(m, bytes) else encode_message(m) for m in messages]
     data = b"".join(parts)
     if len(data) > MAX_DATAGRAM_BYTES:
@@ -108,9 +114,15 @@ def decode_datagram(data: bytes, cluster_id: int | None) -> tuple[str, list[Mess
 
     `cluster_id=None` accepts any cluster (for dissectors and captures).
     """
+    sender, _, messages = decode_datagram_from(data, cluster_id)
+    return sender, messages
+
+
+def decode_datagram_from(data: bytes, cluster_id: int | None) -> tuple[str, int, list[Message]]:
+    """`decode_datagram` with the sender's incarnation: (sender, incarnation, messages)."""
     if len(data) < _HEAD.size:
         raise WireError("truncated", f"{len(data)} bytes is shorter than the header")
-    magic, version, cid, name_len = _HEAD.unpack_from(data, 0)
+    magic, version, cid, incarnation, name_len = _HEAD.unpack_from(data, 0)
     if magic != MAGIC:
         raise WireError("foreign", f"magic {magic!r} is not {MAGIC!r}")
     if version != VERSION:
@@ -151,7 +163,7 @@ def decode_datagram(data: bytes, cluster_id: int | None) -> tuple[str, list[Mess
         pos += body_len
     if pos != len(data):
         raise WireError("absurd", f"{len(data) - pos} trailing bytes")
-    return sender, messages
+    return sender, incarnation, messages
 
 
 def field_names(cls: type[Message]) -> list[str]:

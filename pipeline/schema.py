@@ -61,6 +61,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "node_stop": ("reason",),
     "peer_heard": ("peer",),
     "peer_silent": ("peer",),
+    "peer_restarted": ("peer",),
     "app_send": ("msg_id", "kind", "to"),
     "app_deliver": ("msg_id", "kind", "from"),
     "data_tx": ("proto", "to", "seqno"),

@@ -23,6 +23,7 @@ from chaos.grudge import LinkFault
 from chaos.shaper import disttable, ipv4
 from chaos.shaper.msgrules import DROP, DUPLICATE, PASS, RuleBook
 from chaos.shaper.spec import ShaperSpec
+from node import wire
 
 
 @dataclass
@@ -103,7 +104,7 @@ class Engine:
                 later.setdefault(float(decision), []).append(raw_msg)
         if not changed:
             return pkt, Verdict(now_s)
-        head = pkt.payload[:8 + datagram.sender_len]
+        head = pkt.payload[:wire.HEAD_BYTES + datagram.sender_len]
 
         def packet(messages: list[bytes]) -> bytes:
             return ipv4.with_payload(pkt, head + len(messages).to_bytes(2, "big") + b"".join(messages))

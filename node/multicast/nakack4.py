@@ -34,13 +34,13 @@ from node.multicast.receiver import RecvEntry
 from node.multicast.ring import NEW, ReceiveWindow, SendWindow
 from node.multicast.sender import Blocking, Departed, SendLock
 from node.multicast.sync import StartSync
-from node.wire import (MAX_DATAGRAM_BYTES, MAX_SENDER_BYTES, BcastState, BcastStateReq, Nakack4Ack, Nakack4Highest,
-                       Nakack4Msg, Nakack4XmitReq, Nakack4XmitRsp)
+from node.wire import (HEAD_BYTES, MAX_DATAGRAM_BYTES, MAX_SENDER_BYTES, BcastState, BcastStateReq, Nakack4Ack,
+                       Nakack4Highest, Nakack4Msg, Nakack4XmitReq, Nakack4XmitRsp)
 
 XMIT_TIMER = "xmit"
 XMIT_BACKOFF_MAX_S = 1.0  # a seqno asked for is asked again after 2, 4, 8, ... xmit intervals, at most this
 # datagram header with the longest sender name, one message head, the fixed fields of a Nakack4Msg
-MAX_PAYLOAD_BYTES = MAX_DATAGRAM_BYTES - (8 + MAX_SENDER_BYTES + 2) - 3 - 12
+MAX_PAYLOAD_BYTES = MAX_DATAGRAM_BYTES - (HEAD_BYTES + MAX_SENDER_BYTES + 2) - 3 - 12
 ALL_MESSAGES: tuple[type, ...] = (Nakack4Msg, Nakack4XmitReq, Nakack4XmitRsp, Nakack4Highest, Nakack4Ack, BcastState,
                                   BcastStateReq)
 
@@ -129,6 +129,21 @@ class Nakack4(Protocol):
             out += self._receiver_left(now_s, peer)
         for peer in sorted(new - old - {self.local}):
             out += self._receiver_added(now_s, peer)
+        out += self._purge(now_s)
+        return out
+
+    def on_peer_restarted(self, now_s: float, peer: str) -> list[Effect]:
+        """`peer` restarted: its seqnos start again at 1 and it has no window for ours. Its old receive window
+        goes (its next message asks for its state, as a newcomer's would), and it is added again as a receiver
+        of ours: a BcastState tells it where our messages start for it, and its acks count from there."""
+        if peer == self.local or peer not in self.members:
+            return []
+        self.windows.pop(peer, None)
+        self.departed.pop(peer, None)
+        self.acks.pop(peer, None)
+        self.sync.remove_receiver(peer)
+        self.counters["peers_restarted"] += 1
+        out = self._receiver_added(now_s, peer)
         out += self._purge(now_s)
         return out
 

@@ -12,8 +12,11 @@ duplication and reordering, and whatever a test draws for its workload and sched
 reproduce a run; put it in assertion messages.
 
 Records: deliveries per receiver and sender (`delivered`), and a history-like list of event dicts
-(`events`: the protocols' `Emit`s plus `app_deliver`, `view` and `datagram_dropped`, each with `ts` in virtual
-seconds and `node`).
+(`events`: the protocols' `Emit`s plus `app_deliver`, `view`, `datagram_dropped` and `peer_restarted`, each with
+`ts` in virtual seconds and `node`).
+
+`restart_member` replaces a member's stack by a fresh one, as a process restart does: its timers go, its
+datagrams carry a new incarnation, and receivers tell their layers (`node.incarnation`) as the runtime does.
 """
 from __future__ import annotations
 
@@ -26,10 +29,11 @@ from typing import Any, Callable, Hashable, Iterable
 from node.core import (CancelTimer, Deliver, Effect, Emit, InstallView, Protocol, Send, SetTimer,
                        payload_msg_id)
 from node.errors import UsageError, WireError
+from node.incarnation import OLD, RESTARTED, Incarnations
 from node.sim.faults import DELAY, DROP, HOLD, FaultTable, MsgFault
 from node.sim.network import LinkSpec, Network
 from node.stack import Stack
-from node.wire import (MAX_DATAGRAM_BYTES, MAX_MESSAGES, Message, decode_datagram, encode_datagram,
+from node.wire import (MAX_DATAGRAM_BYTES, MAX_MESSAGES, Message, decode_datagram_from, encode_datagram,
                        encode_message, header_size)
 
 SIM_CLUSTER_ID = 0x5EED5EED
@@ -57,6 +61,8 @@ class Simulator:
         self._order = itertools.count()
         self._timers: dict[tuple[str, Hashable], int] = {}
         self._view_counter = 0
+        self.incarnation: dict[str, int] = {}  # member -> its current life (1 at add_member, +1 per restart)
+        self._seen: dict[str, Incarnations] = {}  # receiver -> the lives it has seen of each sender
 
     def repro(self) -> str:
         """The line a failing test prints."""
@@ -69,6 +75,19 @@ class Simulator:
             raise UsageError(f"member {name!r} already exists")
         self.stacks[name] = stack if isinstance(stack, Stack) else Stack(stack)
         self.deliveries.setdefault(name, {})
+        self.incarnation[name] = 1
+        self._seen[name] = Incarnations()
+        self._apply(name, self.stacks[name].start(self.now_s))
+
+    def restart_member(self, name: str, stack: Stack | dict[str, Protocol]) -> None:
+        """Restart `name` with the fresh `stack`: its pending timers are dropped, what it knew of its peers'
+        lives goes, and its datagrams carry the next incarnation. Datagrams already in flight stay in flight."""
+        self._stack(name)
+        for key in [k for k in self._timers if k[0] == name]:
+            del self._timers[key]
+        self.stacks[name] = stack if isinstance(stack, Stack) else Stack(stack)
+        self.incarnation[name] += 1
+        self._seen[name] = Incarnations()
         self._apply(name, self.stacks[name].start(self.now_s))
 
     def layer(self, member: str, name: str) -> Protocol:
@@ -279,11 +298,20 @@ class Simulator:
             self.counters["to_unknown_member"] += 1
             return
         try:
-            sender, messages = decode_datagram(data, self.cluster_id)
+            sender, incarnation, messages = decode_datagram_from(data, self.cluster_id)
         except WireError as exc:
             self.counters[f"wire_error_{exc.reason}"] += 1
             self._record(dst, "datagram_dropped", {"reason": exc.reason, "src_ip": "sim", "detail": exc.message})
             return
+        life = self._seen[dst].see(sender, incarnation)
+        if life == OLD:
+            self.counters["old_incarnation"] += 1
+            self._record(dst, "datagram_dropped", {"reason": "old-incarnation", "src_ip": "sim",
+                                                   "detail": f"{sender}'s incarnation {incarnation}"})
+            return
+        if life == RESTARTED:
+            self._record(dst, "peer_restarted", {"peer": sender, "incarnation": incarnation})
+            self._apply(dst, stack.peer_restarted(self.now_s, sender))
         self.counters["datagrams_received"] += 1
         for msg in messages:
             if not stack.handles(msg):
@@ -359,7 +387,7 @@ class Simulator:
     def _bundle(self, src: str, encoded: list[bytes]) -> list[bytes]:
         limit = self.bundle_max_bytes
         if limit == 0 or len(encoded) == 1:
-            return [encode_datagram(self.cluster_id, src, [m]) for m in encoded]
+            return [encode_datagram(self.cluster_id, src, [m], self.incarnation[src]) for m in encoded]
         head = header_size(src)
         limit = min(limit, MAX_DATAGRAM_BYTES)
         out: list[bytes] = []
@@ -367,10 +395,10 @@ class Simulator:
         size = head
         for msg in encoded:
             if batch and (size + len(msg) > limit or len(batch) >= MAX_MESSAGES):
-                out.append(encode_datagram(self.cluster_id, src, batch))
+                out.append(encode_datagram(self.cluster_id, src, batch, self.incarnation[src]))
                 batch, size = [], head
             batch.append(msg)
             size += len(msg)
         if batch:
-            out.append(encode_datagram(self.cluster_id, src, batch))
+            out.append(encode_datagram(self.cluster_id, src, batch, self.incarnation[src]))
         return out

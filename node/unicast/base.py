@@ -18,12 +18,12 @@ from node.unicast.config import UnicastConfig
 from node.unicast.connid import first_conn_id, next_stream, stream_start
 from node.unicast.entries import CLOSING, OPEN, ReceiveEntry, SendEntry
 from node.unicast.window import ReceiveWindow
-from node.wire import (MAX_DATAGRAM_BYTES, MAX_SENDER_BYTES, SendFirstSeqno, UnicastAck, UnicastClose,
+from node.wire import (HEAD_BYTES, MAX_DATAGRAM_BYTES, MAX_SENDER_BYTES, SendFirstSeqno, UnicastAck, UnicastClose,
                        UnicastData, UnicastStable, UnicastSync, UnicastSyncAck, UnicastSyncOk, UnicastXmitReq)
 
 TIMER_KEY: tuple[str, str] = ("unicast", "xmit")
 # datagram header with the longest sender name, one message head, the DATA fixed fields
-MAX_PAYLOAD_BYTES = MAX_DATAGRAM_BYTES - (8 + MAX_SENDER_BYTES + 2) - 3 - 17
+MAX_PAYLOAD_BYTES = MAX_DATAGRAM_BYTES - (HEAD_BYTES + MAX_SENDER_BYTES + 2) - 3 - 17
 XMIT_REQ_CHUNK = 4096  # seqnos per XMIT_REQ message
 ALL_MESSAGES: tuple[type, ...] = (UnicastData, UnicastAck, UnicastStable, UnicastXmitReq, SendFirstSeqno,
                                   UnicastClose, UnicastSync, UnicastSyncOk, UnicastSyncAck)

@@ -30,9 +30,10 @@ def test_every_registered_wire_type_is_dissected_at_least_by_type():
 
 @pytest.mark.parametrize("msg", SAMPLES, ids=lambda m: m.type_name)
 def test_dissects_what_node_wire_encodes(msg):
-    data = wire.encode_datagram(CID, "n1", [msg])
+    data = wire.encode_datagram(CID, "n1", [msg], incarnation=1_763_770_000_123)
     pkt = dissect.dissect(data)
-    assert (pkt.magic, pkt.version, pkt.cluster_id, pkt.sender, pkt.count) == (b"SL", 1, CID, b"n1", 1)
+    assert ((pkt.magic, pkt.version, pkt.cluster_id, pkt.incarnation, pkt.sender, pkt.count)
+            == (b"SL", wire.VERSION, CID, 1_763_770_000_123, b"n1", 1))
     (message,) = pkt.messages
     assert message.type == msg.TYPE
     fields = dissect.fields_of(message)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from node.core import make_payload
-from node.multicast import Nakack4Config, SenderClosed, WindowFull
+from node.multicast import Nakack4, Nakack4Config, SenderClosed, WindowFull
 from node.multicast.sim import AppSender, all_delivered, multicast, multicast_sim, nak
 from node.wire import Nakack4Ack, Nakack4Msg
 
@@ -155,3 +155,43 @@ def test_xmit_req_fills_gaps_and_a_receiver_delivers_in_order() -> None:
     assert rx and all(not e["missing"] for e in rx)
     state = nak(sim, "c").state(sim.now_s)["windows"]["a"]
     assert (state["low"], state["highest_received"], state["missing"]) == (30, 30, 0)
+
+
+def restart(sim, member: str, members=("a", "b", "c")) -> None:
+    """`member`'s process restarts: a fresh NAKACK4 (seqnos from 1 again, windows from 0), a new incarnation."""
+    sim.restart_member(member, {"multicast": Nakack4(member, Nakack4Config(), members, "tipc")})
+
+
+def test_a_restarted_member_is_heard_again_and_hears_again() -> None:
+    sim = multicast_sim(("a", "b", "c"), seed=9, with_membership=False)
+    for payload in ids(20, "a"):
+        multicast(sim, "a", payload)
+    for payload in ids(10, "c", "old"):
+        multicast(sim, "c", payload)
+    sim.run_for(1.0)
+    assert sim.delivered("b", "c") == ids(10, "c", "old") and sim.delivered("c", "a") == ids(20, "a")
+    restart(sim, "c")
+    for payload in ids(10, "c", "new"):  # its seqnos start at 1 again: the old windows would drop them all
+        multicast(sim, "c", payload)
+    for payload in ids(5, "a", "late"):
+        multicast(sim, "a", payload)
+    sim.run_for(2.0)
+    for receiver in ("a", "b"):
+        assert sim.delivered(receiver, "c") == ids(10, "c", "old") + ids(10, "c", "new"), sim.repro()
+        assert [e["peer"] for e in sim.emitted("peer_restarted", node=receiver)] == ["c"]
+    # the new c gets what a sends from its restart on, not the 20 its previous life had
+    assert sim.delivered("c", "a")[20:] == ids(5, "a", "late"), sim.repro()
+    assert not nak(sim, "a").blocked and nak(sim, "a").acks["c"] == 25
+
+
+def test_datagrams_of_a_life_before_the_restart_are_dropped() -> None:
+    sim = multicast_sim(("a", "b", "c"), seed=10, with_membership=False)
+    sim.delay_matching("c", "a", "Nakack4Msg", 0.5)  # c's first life's multicast is still in flight ...
+    multicast(sim, "c", make_payload("c.old.1", 16))
+    sim.run_for(0.1)
+    restart(sim, "c")                                # ... when c restarts and multicasts seqno 1 again
+    multicast(sim, "c", make_payload("c.new.1", 16))
+    sim.run_for(2.0)
+    assert sim.delivered("a", "c") == [make_payload("c.new.1", 16)], sim.repro()
+    dropped = sim.emitted("datagram_dropped", node="a")
+    assert [d["reason"] for d in dropped] == ["old-incarnation"], dropped

@@ -8,7 +8,7 @@ import pytest
 from node.errors import WireError
 from node.wire import (MAGIC, VERSION, SendFirstSeqno, UnicastAck, UnicastClose, UnicastData, UnicastStable,
                        UnicastSync, UnicastSyncAck, UnicastSyncOk, UnicastXmitReq, decode_datagram,
-                       encode_datagram, encode_message, message_types)
+                       decode_datagram_from, encode_datagram, encode_message, message_types)
 
 CID = 0xC0FFEE01
 
@@ -59,8 +59,8 @@ def test_xmit_req_refuses_too_many_seqnos() -> None:
         encode_message(UnicastXmitReq(1, tuple(range(UnicastXmitReq.MAX_SEQNOS + 1))))
 
 
-def _datagram(mtype: int, body: bytes, sender: bytes = b"a") -> bytes:
-    head = struct.pack("!2sBIB", MAGIC, VERSION, CID, len(sender)) + sender + struct.pack("!H", 1)
+def _datagram(mtype: int, body: bytes, sender: bytes = b"a", incarnation: int = 0) -> bytes:
+    head = struct.pack("!2sBIQB", MAGIC, VERSION, CID, incarnation, len(sender)) + sender + struct.pack("!H", 1)
     return head + struct.pack("!BH", mtype, len(body)) + body
 
 
@@ -73,6 +73,9 @@ def _reason(data: bytes) -> str:
 def test_hand_built_datagram_matches_the_codec() -> None:
     body = struct.pack("!QIBI", 5, 9, 1, 3) + b"abc"
     assert decode_datagram(_datagram(16, body), CID) == ("a", [UnicastData(5, 9, True, b"abc")])
+    built = _datagram(16, body, incarnation=1_763_770_000_123)
+    assert decode_datagram_from(built, CID) == ("a", 1_763_770_000_123, [UnicastData(5, 9, True, b"abc")])
+    assert encode_datagram(CID, "a", [UnicastData(5, 9, True, b"abc")], 1_763_770_000_123) == built
 
 
 @pytest.mark.parametrize("body, reason", [
