@@ -128,7 +128,8 @@ class Tables:
         """Who should deliver what: `msg_id, sender, receiver, kind, send_ts`.
 
         Unicast: the target. Multicast: every other node whose own view in force at send time (by the receiver's
-        history) contains the sender; with no view events in the run, every other node.
+        history) contains the sender, and which the sender's view in force then contains (a node that has no
+        view yet counts as holding everyone); with no view events in the run, every other node.
         """
         sends = self.sends
         unicast = (sends.filter((F.col("kind") == "unicast") & (F.col("to") != F.col("sender")))
@@ -141,11 +142,20 @@ class Tables:
                     & (F.col("v.from_ts") <= F.col("m.send_ts"))
                     & (F.col("v.until_ts").isNull() | (F.col("m.send_ts") < F.col("v.until_ts")))
                     & F.expr("array_contains(v.members, m.sender)"))
-            group = multicast.join(F.broadcast(views), cond, "inner")
+            group = (multicast.join(F.broadcast(views), cond, "inner")
+                     .select("m.msg_id", "m.sender", "v.receiver", "m.kind", "m.send_ts"))
+            # ... and the sender's own view then holds the receiver: a message sent just before the sender
+            # installed the view that adds r is not for r, even if r installed that view a moment earlier
+            sender_views = self.views.select(F.col("node").alias("s_node"), F.col("ts").alias("s_from_ts"),
+                                             F.col("until_ts").alias("s_until_ts"), F.col("members").alias("s_members"))
+            excludes = ((F.col("s_node") == F.col("sender")) & (F.col("s_from_ts") <= F.col("send_ts"))
+                        & (F.col("s_until_ts").isNull() | (F.col("send_ts") < F.col("s_until_ts")))
+                        & ~F.expr("array_contains(s_members, receiver)"))
+            group = group.join(F.broadcast(sender_views), excludes, "left_anti")
         else:
             receivers = self.spark.createDataFrame([(n,) for n in self.nodes], "receiver string").alias("v")
-            group = multicast.join(F.broadcast(receivers), F.col("v.receiver") != F.col("m.sender"), "inner")
-        group = group.select("m.msg_id", "m.sender", "v.receiver", "m.kind", "m.send_ts")
+            group = (multicast.join(F.broadcast(receivers), F.col("v.receiver") != F.col("m.sender"), "inner")
+                     .select("m.msg_id", "m.sender", "v.receiver", "m.kind", "m.send_ts"))
         return unicast.unionByName(group)
 
     @cached_property

@@ -99,6 +99,18 @@ def test_a_scenarios_own_heal_of_its_partition_counts_as_the_heal(tmp_path, spar
     assert summary.checks["views"].details["converge_s"] == pytest.approx(0.45, abs=1e-3)
 
 
+def test_a_multicast_sent_before_its_sender_installs_the_merged_view_is_not_expected(tmp_path, spark):  # noqa: F811
+    """n1 installs the merged view at 3.48, n3 only at 3.5: what n3 multicasts at 3.49 (still in its own view)
+    is not for n1, although n1's view then already holds n3."""
+    scenario = pf.clean_scenario()
+    (merged_at_n1,) = scenario.find("view", node="n1", view_id=["n1", 3])
+    merged_at_n1.t_s = 3.48
+    boundary = scenario.multicast("n3", 3.49, {}, seqno=99)
+    summary = api.analyze(scenario.write(tmp_path / "r1"), spark=spark, report=False)
+    assert summary.checks["delivery"].status == "ok", summary.checks["delivery"].reason
+    assert boundary not in {m["msg_id"] for m in summary.checks["delivery"].details["missing_msgs"]}
+
+
 def test_the_sync_traffic_limit_bounds_resync_messages_and_bytes(tmp_path, spark):  # noqa: F811
     run_dir = pf.clean_scenario().write(tmp_path / "r1")
     tight = api.analyze(run_dir, spark=spark, report=False, params={"retransmission": {"max_sync_messages": 2}})
