@@ -386,7 +386,7 @@ class _Checker:
     def step_resume(self, path: tuple[Any, ...], node: str) -> None:
         self.node(path, node)
 
-    step_kill = step_start = step_resume
+    step_kill = step_start = step_restart = step_resume
 
     def step_admin(self, path: tuple[Any, ...], a: Any) -> None:
         ok = self.node(path + ("node",), a.node) & self.node(path + ("peer",), a.peer)

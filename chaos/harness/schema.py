@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from chaos.grudge import DISTRIBUTIONS
 from node.membership import MembershipConfig
 from node.multicast import Nakack4Config
 from node.unicast import UnicastConfig
@@ -119,7 +120,7 @@ class Slow(Model):
     corrupt_pct: Pct = 0.0
     rate_kbit: Annotated[float, Field(ge=0)] = 0.0
     delay_corr_pct: Pct = 0.0
-    distribution: Literal["uniform", "normal", "pareto", "paretonormal"] = "uniform"
+    distribution: Literal[DISTRIBUTIONS] = "uniform"
     links: Optional[str] = None
 
 

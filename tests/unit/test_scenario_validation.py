@@ -215,3 +215,17 @@ def test_every_shipped_scenario_loads_under_each_variant(path: Path) -> None:
     for variant in first.scenario.variants or [None]:
         loaded = load_scenario(path, variant=variant)
         assert loaded.scenario.steps, f"{path.name} has no steps"
+
+
+def test_slow_with_a_distribution_and_a_restart_step() -> None:
+    text = broken("    heal:\n", "    heal:\n  - at_s: 3\n    slow: {delay_ms: 20, jitter_ms: 5, distribution: normal, "
+                  "delay_corr_pct: 25}\n  - at_s: 4\n    restart: n3\n")
+    loaded = load_text(text, "s.yaml")
+    assert [s.action for s in loaded.scenario.steps][-2:] == ["slow", "restart"]
+    (line,) = problems(text.replace("distribution: normal", "distribution: gauss"))
+    assert line.startswith("s.yaml:15: steps[3].slow.distribution: expected one of 'uniform', 'normal', 'pareto' "
+                           "or 'paretonormal', got 'gauss'"), line
+    (line,) = problems(text.replace("jitter_ms: 5, ", ""))
+    assert "delay_corr_pct=25 needs jitter_ms > 0" in line, line
+    (line,) = problems(text.replace("restart: n3", "restart: n9"))
+    assert "steps[4].restart: unknown node 'n9'" in line, line
