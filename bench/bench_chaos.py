@@ -54,19 +54,14 @@ def _throughput(src: probe.Endpoint, dst: probe.Endpoint, count: int) -> float:
     return stats.received / (time.monotonic() - started - DELAY_MS * 5 / 1000)
 
 
-def _pick(xs: list[float], pct: float) -> float:
-    return xs[min(len(xs) - 1, int(round(pct / 100 * (len(xs) - 1))))]
-
-
 def _backend_rows(backend: str, shaped_pps: float, shaped: probe.LinkStats, plain_pps: float,
                   plain: probe.LinkStats, count: int) -> list[dict]:
-    errors = sorted(abs(d - DELAY_MS) for d in shaped.delays_ms)
-    plain_sorted = sorted(plain.delays_ms)
+    errors = [abs(d - DELAY_MS) for d in shaped.delays_ms]
     rows = [{"name": f"{backend} throughput at {DELAY_MS:g} ms delay", "value": shaped_pps, "unit": "pkt/s",
              "baseline": plain_pps, "ratio": shaped_pps / plain_pps,
              "note": f"{count} probes back to back from one namespace; baseline: the same, unshaped link"}]
     for pct in (50, 99):
-        value, base = _pick(errors, pct), _pick(plain_sorted, pct)
+        value, base = probe.percentile(errors, pct), plain.percentile_ms(pct)
         rows.append({"name": f"{backend} delay error p{pct} at {DELAY_MS:g} ms", "value": value, "unit": "ms",
                      "baseline": base, "ratio": value / base if base else None,
                      "note": f"|one-way delay - {DELAY_MS:g} ms| at 1000 pkt/s; baseline: p{pct} one-way "

@@ -37,6 +37,14 @@ class Endpoint:
     ip: str
 
 
+def percentile(values: list[float], pct: float) -> float:
+    """The nearest-rank `pct` percentile of `values` (nan when empty)."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(pct / 100 * (len(ordered) - 1))))]
+
+
 @dataclass
 class LinkStats:
     """One probe stream's result; delays in ms, one-way, for the first copy of each probe."""
@@ -56,10 +64,7 @@ class LinkStats:
         return statistics.fmean(self.delays_ms) if self.delays_ms else float("nan")
 
     def percentile_ms(self, pct: float) -> float:
-        if not self.delays_ms:
-            return float("nan")
-        ordered = sorted(self.delays_ms)
-        return ordered[min(len(ordered) - 1, int(round(pct / 100 * (len(ordered) - 1))))]
+        return percentile(self.delays_ms, pct)
 
     def as_dict(self) -> dict[str, float]:
         return {"sent": self.sent, "received": self.received, "duplicates": self.duplicates,

@@ -16,14 +16,15 @@ class Incarnations:
     def __init__(self) -> None:
         self.newest: dict[str, int] = {}
 
-    def see(self, sender: str, incarnation: int) -> str:
-        """Classify a datagram of `sender` carrying `incarnation` (and remember a newer one)."""
+    def see(self, sender: str, incarnation: int) -> tuple[str, int]:
+        """Classify a datagram of `sender` carrying `incarnation` (and remember a newer one): (SAME, OLD or
+        RESTARTED, the newest incarnation known before this datagram)."""
         if not incarnation:
-            return SAME
+            return SAME, self.newest.get(sender, 0)
         known = self.newest.setdefault(sender, incarnation)
         if incarnation == known:
-            return SAME
+            return SAME, known
         if incarnation < known:
-            return OLD
+            return OLD, known
         self.newest[sender] = incarnation
-        return RESTARTED
+        return RESTARTED, known

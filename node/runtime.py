@@ -155,8 +155,7 @@ class NodeRuntime:
             self._drop(exc.reason, addr, exc.message)
             return
         now_s = self.now()
-        previous = self._incarnations.newest.get(sender)
-        life = self._incarnations.see(sender, incarnation)
+        life, previous = self._incarnations.see(sender, incarnation)
         if life == OLD:
             self._drop("old-incarnation", addr, f"{sender}'s incarnation {incarnation}, from before its restart "
                                                 f"(now {previous})")

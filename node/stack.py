@@ -71,16 +71,16 @@ class Stack:
 
     def view(self, now_s: float, view_id: tuple[str, int], members: tuple[str, ...]) -> list[Effect]:
         """Give every layer the view (a layer's own `InstallView` in reaction is expanded in turn)."""
-        out: list[Effect] = []
-        for name, layer in self.layers.items():
-            out += self._scoped(name, layer.handle(now_s, ViewInstalled(view_id, members)), now_s)
-        return out
+        return self._to_every_layer(now_s, ViewInstalled(view_id, members))
 
     def peer_restarted(self, now_s: float, peer: str) -> list[Effect]:
         """Tell every layer that `peer` restarted (before its new life's first message is fed)."""
+        return self._to_every_layer(now_s, PeerRestarted(peer))
+
+    def _to_every_layer(self, now_s: float, event: ViewInstalled | PeerRestarted) -> list[Effect]:
         out: list[Effect] = []
         for name, layer in self.layers.items():
-            out += self._scoped(name, layer.handle(now_s, PeerRestarted(peer)), now_s)
+            out += self._scoped(name, layer.handle(now_s, event), now_s)
         return out
 
     def start(self, now_s: float) -> list[Effect]:

@@ -44,10 +44,14 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="print the verdict only")
 
 
+def _parser(prog: str, description: str, epilog: str) -> argparse.ArgumentParser:
+    return argparse.ArgumentParser(prog=prog, description=description, epilog=epilog,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
 def run_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="splitlab run", description="Run a scenario on a fresh cluster of real "
-                                "containers: timeline, heal, analysis, verdict against its expectations.",
-                                epilog=RUN_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = _parser("splitlab run", "Run a scenario on a fresh cluster of real containers: timeline, heal, analysis, "
+                "verdict against its expectations.", RUN_EXAMPLES)
     _scenario_args(p)
     p.add_argument("--seed", type=int, help="seed of every random choice (default: the scenario's)")
     _common(p)
@@ -55,9 +59,8 @@ def run_parser() -> argparse.ArgumentParser:
 
 
 def replay_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="splitlab replay", description="Run a saved schedule again: the same scenario, "
-                                "variant and seed, each step at the time it was really applied.",
-                                epilog=REPLAY_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = _parser("splitlab replay", "Run a saved schedule again: the same scenario, variant and seed, each step at "
+                "the time it was really applied.", REPLAY_EXAMPLES)
     p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory holding schedule.json")
     p.add_argument("--sim", action="store_true", help="replay in the simulator instead of on containers")
     _common(p)
@@ -65,9 +68,8 @@ def replay_parser() -> argparse.ArgumentParser:
 
 
 def sim_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="splitlab sim", description="Run a scenario in the seeded simulator (no "
-                                "Docker, virtual time): the same protocol code, the same analysis and verdict.",
-                                epilog=SIM_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = _parser("splitlab sim", "Run a scenario in the seeded simulator (no Docker, virtual time): the same "
+                "protocol code, the same analysis and verdict.", SIM_EXAMPLES)
     _scenario_args(p)
     p.add_argument("--seed", type=int, required=True, help="seed of the simulator and of every random choice")
     _common(p)

@@ -38,21 +38,18 @@ POLL_S = 0.005
 BURST = 64
 
 
-SIMULATED_LINK_FIELDS = ("delay_ms", "jitter_ms", "loss_pct", "duplicate_pct", "reorder_pct", "links")
+SIMULATED_LINK_FIELDS = ("delay_ms", "jitter_ms", "loss_pct", "duplicate_pct", "reorder_pct")
 
 
-def _unsimulable(link_faults: list[dict[str, Any]]) -> list[str]:
-    """The link-fault fields set in `link_faults` that the simulator's links do not model."""
-    return sorted({k for values in link_faults for k, v in values.items()
-                   if k not in SIMULATED_LINK_FIELDS and v not in (0, 0.0, "uniform", None)})
+def _unsimulable(step: Any, nodes: list[str]) -> list[str]:
+    """The link-fault fields a slow/flaky/shape step sets (LinkFault.as_dict) that the simulator does not model."""
+    from chaos import grudge
 
-
-def _link_faults(step: Any, nodes: list[str]) -> list[dict[str, Any]]:
     if step.action == "shape":
-        from chaos.grudge import parse_matrix
-
-        return [f.as_dict() for f in parse_matrix(step.shape, nodes).values()]
-    return [getattr(step, step.action).model_dump()]
+        faults = list(grudge.parse_matrix(step.shape, nodes).values())
+    else:
+        faults = [grudge.link_fault(getattr(step, step.action).model_dump(exclude={"links"}))]
+    return sorted({k for f in faults for k in f.as_dict()} - set(SIMULATED_LINK_FIELDS))
 
 
 def check_simulable(loaded: Loaded) -> None:
@@ -69,7 +66,7 @@ def check_simulable(loaded: Loaded) -> None:
         elif step.action == "msg_fault" and step.msg_fault.action.startswith("duplicate"):
             problems.append(Problem(where, path, "the duplicate message fault has no simulator equivalent"))
         elif step.action in ("slow", "flaky", "shape"):
-            unsimulable = _unsimulable(_link_faults(step, loaded.scenario.node_names))
+            unsimulable = _unsimulable(step, loaded.scenario.node_names)
             if unsimulable:
                 problems.append(Problem(where, path, f"{', '.join(unsimulable)} have no simulator equivalent"))
     if problems:

@@ -303,7 +303,7 @@ class Simulator:
             self.counters[f"wire_error_{exc.reason}"] += 1
             self._record(dst, "datagram_dropped", {"reason": exc.reason, "src_ip": "sim", "detail": exc.message})
             return
-        life = self._seen[dst].see(sender, incarnation)
+        life, _ = self._seen[dst].see(sender, incarnation)
         if life == OLD:
             self.counters["old_incarnation"] += 1
             self._record(dst, "datagram_dropped", {"reason": "old-incarnation", "src_ip": "sim",
