@@ -38,6 +38,7 @@ from node.errors import ConfigError
 from node.membership import MembershipConfig
 from node.multicast import SYNC_MODES, VARIANTS as MULTICAST_VARIANTS, Nakack4Config
 from node.unicast import VARIANTS as UNICAST_VARIANTS, UnicastConfig
+from node.unicast.connid import conn_id_start_from_boot
 from node.wire import DATA_PORT, MAX_DATAGRAM_BYTES, MAX_SENDER_BYTES
 
 CONTROL_PORT = 7000
@@ -142,8 +143,9 @@ def from_env(env: Mapping[str, str] | None = None) -> NodeConfig:
     unicast = env.get("SPLITLAB_UNICAST", "unicast3")
     if unicast not in UNICAST_VARIANTS:
         raise ConfigError(f"SPLITLAB_UNICAST={unicast!r} is not one of {', '.join(UNICAST_VARIANTS)}")
-    # The first connection id comes from the boot time unless set, so a restarted node never reuses one.
-    unicast_settings.setdefault("conn_id_start", int(time.time() * 1000) & 0x7FFFFFFF or 1)
+    # The first connection id comes from the boot time unless set (a new life is told apart by its incarnation,
+    # not by its ids: node/unicast/connid.py).
+    unicast_settings.setdefault("conn_id_start", conn_id_start_from_boot(int(time.time() * 1000)))
     membership = _choice(env, "SPLITLAB_MEMBERSHIP", "gms", ("gms", "none"))
     multicast = _choice(env, "SPLITLAB_MULTICAST", "nakack4", MULTICAST_VARIANTS)
     bcast_sync = _choice(env, "SPLITLAB_BCAST_SYNC", "tipc", SYNC_MODES)

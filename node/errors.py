@@ -73,5 +73,20 @@ class WireError(SplitlabError):
         self.reason = reason
 
 
+class WindowFull(SplitlabError):
+    """A protocol's send window holds `capacity` unacknowledged messages: the sender must wait (back-pressure).
+
+    Raised by a `send` request instead of sending; nothing was sent and the message was not taken. The layer
+    emits `window_unblocked` when acks free room; retry then.
+    """
+
+    def __init__(self, proto: str, next_seqno: int, low: int, capacity: int, peer: str = "everyone") -> None:
+        super().__init__(f"{proto}: send window full (next seqno {next_seqno}, {peer} has acked up to {low}, "
+                         f"capacity {capacity})", hint="wait for window_unblocked, then send again")
+        self.next_seqno = next_seqno
+        self.low = low
+        self.capacity = capacity
+
+
 class HistoryError(SplitlabError):
     """The history (events JSON-lines) could not be written or read."""

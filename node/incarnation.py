@@ -1,30 +1,77 @@
-"""Which life of a peer a datagram comes from (sans-IO): every datagram carries its sender's incarnation (its
-boot), and a receiver keeps the newest it saw per sender. The UDP runtime and the simulator both ask `see`.
+"""Which member, and which life of it, a datagram comes from (sans-IO): the gate every decoded datagram passes
+before any protocol sees it. The UDP runtime and the simulator both ask `Lives.see`.
 
-    same      the current life (also: 0, "not stated", as in forged or replayed datagrams)
-    restarted a newer life: the caller tells every layer (`Stack.peer_restarted`) before feeding its messages
-    old       a leftover of a life before the restart (delayed, duplicated or replayed): dropped
+Every datagram carries its sender's name and incarnation (its boot, unix ms). A receiver keeps, per member, the
+life it currently talks to and when it last heard from it:
+
+    same        the current life (also: 0, "not stated", as in forged or replayed datagrams of the chaos tools)
+    restarted   a new life: the caller tells every layer (`Stack.peer_restarted`) before feeding its messages
+    old         a leftover of a replaced life (delayed, duplicated or replayed): dropped
+    unknown     the sender is not a member of this cluster: dropped (nobody's state may grow for it)
+    future      an incarnation further ahead of this node's clock than `max_clock_skew_ms`: dropped (a typo or a
+                forged maximum must not retire the real life)
+
+What makes a new life (DESIGN.md, "Lives"): an incarnation above the current one is a restart at once. An
+incarnation below it is a leftover while the current life is alive (heard within `life_timeout_s`); once the
+current life has been silent that long, the other one is taken as the new life. So a node whose clock stepped
+back across its restart is heard again after at most `life_timeout_s`, and a forged life that retired the real
+one gives way as soon as it stops talking. Nothing a datagram says can silence a member for good.
 """
 from __future__ import annotations
 
-SAME, RESTARTED, OLD = "same", "restarted", "old"
+from dataclasses import dataclass
+from typing import Container
+
+SAME, RESTARTED, OLD, UNKNOWN, FUTURE = "same", "restarted", "old", "unknown", "future"
+# the drop reason each refused verdict is counted under (runtime `dropped`, history `datagram_dropped`)
+DROP_REASONS = {OLD: "old-incarnation", UNKNOWN: "unknown-sender", FUTURE: "future-incarnation"}
+LIFE_TIMEOUT_S = 2.0
+MAX_CLOCK_SKEW_MS = 600_000
 
 
-class Incarnations:
-    """The newest incarnation seen per sender."""
+@dataclass
+class _Life:
+    incarnation: int
+    heard_s: float
 
-    def __init__(self) -> None:
-        self.newest: dict[str, int] = {}
 
-    def see(self, sender: str, incarnation: int) -> tuple[str, int]:
-        """Classify a datagram of `sender` carrying `incarnation` (and remember a newer one): (SAME, OLD or
-        RESTARTED, the newest incarnation known before this datagram)."""
+class Lives:
+    """The current life of every member of `members` (a set or a live view such as a dict's keys; None: any sender
+    is a member)."""
+
+    def __init__(self, members: Container[str] | None = None, life_timeout_s: float = LIFE_TIMEOUT_S,
+                 max_clock_skew_ms: int = MAX_CLOCK_SKEW_MS) -> None:
+        self.members = members
+        self.life_timeout_s = life_timeout_s
+        self.max_clock_skew_ms = max_clock_skew_ms
+        self._lives: dict[str, _Life] = {}
+
+    def current(self, sender: str) -> int:
+        """The incarnation of `sender`'s current life (0 before any datagram stated one)."""
+        life = self._lives.get(sender)
+        return 0 if life is None else life.incarnation
+
+    def see(self, sender: str, incarnation: int, now_s: float, wall_ms: int) -> tuple[str, int]:
+        """Classify a datagram of `sender` stating `incarnation`, received at `now_s` (monotonic) when this
+        node's clock reads `wall_ms` (unix ms); remember a new life. Returns (verdict, the incarnation of the
+        life current before this datagram, 0 if none)."""
+        if self.members is not None and sender not in self.members:
+            return UNKNOWN, 0
+        life = self._lives.get(sender)
+        known = 0 if life is None else life.incarnation
         if not incarnation:
-            return SAME, self.newest.get(sender, 0)
-        known = self.newest.setdefault(sender, incarnation)
-        if incarnation == known:
+            if life is not None:
+                life.heard_s = now_s
             return SAME, known
-        if incarnation < known:
+        if incarnation > wall_ms + self.max_clock_skew_ms:
+            return FUTURE, known
+        if life is None:
+            self._lives[sender] = _Life(incarnation, now_s)
+            return SAME, 0
+        if incarnation == known:
+            life.heard_s = now_s
+            return SAME, known
+        if incarnation < known and now_s - life.heard_s < self.life_timeout_s:
             return OLD, known
-        self.newest[sender] = incarnation
+        self._lives[sender] = _Life(incarnation, now_s)
         return RESTARTED, known

@@ -20,7 +20,7 @@ from node.core import CancelTimer, Deliver, Effect, Emit, InstallView, Send, Set
 from node.errors import WireError
 from node import workload
 from node.history import HistoryWriter
-from node.incarnation import OLD, RESTARTED, Incarnations
+from node.incarnation import DROP_REASONS, RESTARTED, SAME, Lives
 from node.stack import Stack
 from node.workload import Workload, WorkloadSpec
 from node.wire import cluster_id_of, decode_datagram_from, encode_datagram, encode_message, header_size
@@ -67,7 +67,8 @@ class NodeRuntime:
         self._outbox: dict[str, list[bytes]] = {}
         self._flush_scheduled = False
         self._addresses: dict[str, tuple[str, int]] = {}
-        self._incarnations = Incarnations()  # the newest incarnation (boot) seen per sender
+        self._lives = Lives(frozenset(config.members))  # which member, and which life of it, a datagram comes from
+        self._wall_offset_s = 0.0  # unix time minus loop time, set in bind() (the wall clock without a syscall)
         self._tasks: list[asyncio.Task] = []
         self._msg_counter = 0
         self.data_ip: str | None = None
@@ -99,6 +100,7 @@ class NodeRuntime:
     async def bind(self) -> None:
         """Resolve the own data address, bind the socket, start the background tasks (no protocol yet)."""
         loop = self._loop = asyncio.get_running_loop()
+        self._wall_offset_s = time.time() - loop.time()
         host, port = self.config.data_address(self.config.name)
         self.data_ip = await resolve_host(host)
         self._transport, _ = await loop.create_datagram_endpoint(
@@ -155,14 +157,15 @@ class NodeRuntime:
             self._drop(exc.reason, addr, exc.message)
             return
         now_s = self.now()
-        life, previous = self._incarnations.see(sender, incarnation)
-        if life == OLD:
-            self._drop("old-incarnation", addr, f"{sender}'s incarnation {incarnation}, from before its restart "
-                                                f"(now {previous})")
-            return
-        if life == RESTARTED:
-            self.history.emit("peer_restarted", peer=sender, incarnation=incarnation, previous=previous)
-            self.apply(self.stack.peer_restarted(now_s, sender))
+        life, previous = self._lives.see(sender, incarnation, now_s, int((now_s + self._wall_offset_s) * 1000))
+        if life != SAME:
+            if life == RESTARTED:
+                self.history.emit("peer_restarted", peer=sender, incarnation=incarnation, previous=previous)
+                self.apply(self.stack.peer_restarted(now_s, sender))
+            else:
+                self._drop(DROP_REASONS[life], addr, f"{sender!r} incarnation {incarnation} (current life: "
+                                                     f"{previous})")
+                return
         for msg in messages:
             self.counters["messages_received"] += 1
             if not self.stack.handles(msg):

@@ -3,10 +3,10 @@
 `app_send` with a run-unique message id for each.
 
 A workload is an asyncio task, so a slow or blocked workload never blocks the node. `rate` 0 sends as fast as
-the loop allows (yielding to it every `BURST` messages so bundling and receiving go on). When the multicast
-layer refuses a send with `WindowFull`, the workload waits on `runtime.window_open` (set when a layer emits
-`window_unblocked`) and sends the same message again: the wait blocks this workload only, not the node. A
-multicast message's `app_send` is recorded when the layer took it.
+the loop allows (yielding to it every `BURST` messages so bundling and receiving go on). When the layer refuses
+a send with `WindowFull` (its send window to that peer, or to the group, is full), the workload waits on
+`runtime.window_open` (set when a layer emits `window_unblocked`) and sends the same message again: the wait
+blocks this workload only, not the node. A multicast message's `app_send` is recorded when the layer took it.
 """
 from __future__ import annotations
 
@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from node.core import make_payload
-from node.errors import UsageError
-from node.multicast import WindowFull
+from node.errors import UsageError, WindowFull
 
 if TYPE_CHECKING:
     from node.runtime import NodeRuntime
@@ -100,7 +99,7 @@ async def run(runtime: "NodeRuntime", workload: Workload) -> None:
                 runtime.history.emit("app_send", msg_id=msg_id, kind=spec.kind, to=spec.to, size=len(payload))
             else:
                 runtime.history.emit("app_send", msg_id=msg_id, kind=spec.kind, to=spec.to, size=len(payload))
-                runtime.request(spec.layer, "send", {"to": spec.to, "payload": payload})
+                await _send_when_room(runtime, workload, {"to": spec.to, "payload": payload})
             workload.sent += 1
             if spec.rate_per_s > 0:
                 delay_s = started + (index + 1) / spec.rate_per_s - loop.time()

@@ -29,7 +29,7 @@ from typing import Any, Callable, Hashable, Iterable
 from node.core import (CancelTimer, Deliver, Effect, Emit, InstallView, Protocol, Send, SetTimer,
                        payload_msg_id)
 from node.errors import UsageError, WireError
-from node.incarnation import OLD, RESTARTED, Incarnations
+from node.incarnation import DROP_REASONS, RESTARTED, SAME, Lives
 from node.sim.faults import DELAY, DROP, HOLD, FaultTable, MsgFault
 from node.sim.network import LinkSpec, Network
 from node.stack import Stack
@@ -37,6 +37,7 @@ from node.wire import (MAX_DATAGRAM_BYTES, MAX_MESSAGES, Message, decode_datagra
                        encode_message, header_size)
 
 SIM_CLUSTER_ID = 0x5EED5EED
+SIM_EPOCH_MS = 1_700_000_000_000  # the simulated unix clock at t=0 for seed 0 (each seed starts elsewhere)
 _DGRAM, _TIMER, _CALL = 0, 1, 2
 
 
@@ -61,8 +62,10 @@ class Simulator:
         self._order = itertools.count()
         self._timers: dict[tuple[str, Hashable], int] = {}
         self._view_counter = 0
-        self.incarnation: dict[str, int] = {}  # member -> its current life (1 at add_member, +1 per restart)
-        self._seen: dict[str, Incarnations] = {}  # receiver -> the lives it has seen of each sender
+        # member -> its current life: its boot on the simulated unix clock, as a real node's incarnation
+        self.incarnation: dict[str, int] = {}
+        self.epoch_ms = SIM_EPOCH_MS + (seed % 1_000_003) * 86_400  # each seed starts elsewhere (no rng draw)
+        self._seen: dict[str, Lives] = {}  # receiver -> which member and life each datagram comes from
 
     def repro(self) -> str:
         """The line a failing test prints."""
@@ -75,19 +78,31 @@ class Simulator:
             raise UsageError(f"member {name!r} already exists")
         self.stacks[name] = stack if isinstance(stack, Stack) else Stack(stack)
         self.deliveries.setdefault(name, {})
-        self.incarnation[name] = 1
-        self._seen[name] = Incarnations()
+        self.incarnation[name] = self.wall_ms()
+        self._seen[name] = Lives(self.stacks.keys())
         self._apply(name, self.stacks[name].start(self.now_s))
 
-    def restart_member(self, name: str, stack: Stack | dict[str, Protocol]) -> None:
+    def wall_ms(self) -> int:
+        """The simulated unix clock now, in ms (what a member's boot and incarnation are read from)."""
+        return self.epoch_ms + int(self.now_s * 1000)
+
+    def next_boot_ms(self, name: str, clock_step_ms: int = 0) -> int:
+        """The incarnation `name` gets if restarted now: the clock now, moved by `clock_step_ms` (negative: a clock
+        stepped back). Without a step, at least one ms after the current life (no real restart takes 0 ms)."""
+        boot = self.wall_ms() + clock_step_ms
+        return max(boot, self.incarnation.get(name, 0) + 1) if not clock_step_ms else boot
+
+    def restart_member(self, name: str, stack: Stack | dict[str, Protocol], boot_ms: int | None = None) -> None:
         """Restart `name` with the fresh `stack`: its pending timers are dropped, what it knew of its peers'
-        lives goes, and its datagrams carry the next incarnation. Datagrams already in flight stay in flight."""
+        lives goes, and its datagrams carry the new life's incarnation, `boot_ms` (default `next_boot_ms(name)`;
+        build the stack's settings from the same value, e.g. `conn_id_start_from_boot`). Datagrams already in
+        flight stay in flight."""
         self._stack(name)
         for key in [k for k in self._timers if k[0] == name]:
             del self._timers[key]
         self.stacks[name] = stack if isinstance(stack, Stack) else Stack(stack)
-        self.incarnation[name] += 1
-        self._seen[name] = Incarnations()
+        self.incarnation[name] = self.next_boot_ms(name) if boot_ms is None else boot_ms
+        self._seen[name] = Lives(self.stacks.keys())
         self._apply(name, self.stacks[name].start(self.now_s))
 
     def layer(self, member: str, name: str) -> Protocol:
@@ -303,14 +318,16 @@ class Simulator:
             self.counters[f"wire_error_{exc.reason}"] += 1
             self._record(dst, "datagram_dropped", {"reason": exc.reason, "src_ip": "sim", "detail": exc.message})
             return
-        life, _ = self._seen[dst].see(sender, incarnation)
-        if life == OLD:
-            self.counters["old_incarnation"] += 1
-            self._record(dst, "datagram_dropped", {"reason": "old-incarnation", "src_ip": "sim",
-                                                   "detail": f"{sender}'s incarnation {incarnation}"})
-            return
-        if life == RESTARTED:
-            self._record(dst, "peer_restarted", {"peer": sender, "incarnation": incarnation})
+        life, previous = self._seen[dst].see(sender, incarnation, self.now_s, self.wall_ms())
+        if life != SAME:
+            if life != RESTARTED:
+                reason = DROP_REASONS[life]
+                self.counters[reason.replace("-", "_")] += 1
+                self._record(dst, "datagram_dropped", {"reason": reason, "src_ip": "sim",
+                                                       "detail": f"{sender}'s incarnation {incarnation}"})
+                return
+            self._record(dst, "peer_restarted", {"peer": sender, "incarnation": incarnation,
+                                                 "previous": previous})
             self._apply(dst, stack.peer_restarted(self.now_s, sender))
         self.counters["datagrams_received"] += 1
         for msg in messages:

@@ -13,11 +13,11 @@ from collections import Counter
 from typing import Any, Callable, ClassVar, Hashable, Iterable
 
 from node.core import Deliver, Effect, Emit, Protocol, Send, SetTimer, payload_arg
-from node.errors import UsageError
+from node.errors import UsageError, WindowFull
 from node.unicast.config import UnicastConfig
 from node.unicast.connid import first_conn_id, next_stream, stream_start
 from node.unicast.entries import CLOSING, OPEN, ReceiveEntry, SendEntry
-from node.unicast.window import ReceiveWindow
+from node.unicast.window import ReceiveWindow, SendWindow
 from node.wire import (HEAD_BYTES, MAX_DATAGRAM_BYTES, MAX_SENDER_BYTES, SendFirstSeqno, UnicastAck, UnicastClose,
                        UnicastData, UnicastStable, UnicastSync, UnicastSyncAck, UnicastSyncOk, UnicastXmitReq)
 
@@ -59,6 +59,7 @@ class UnicastBase(Protocol):
         self.counters: Counter = Counter()
         self._stream = stream_start(config.conn_id_start)
         self._timer_at: float | None = None
+        self._blocked: dict[str, SendEntry] = {}  # peer -> its send entry, while that window is full
         self._handlers: dict[type, Callable[[float, str, Any], list[Effect]]] = {
             UnicastData: self._on_data, UnicastAck: self._on_ack, UnicastStable: self._on_stable,
             UnicastXmitReq: self._on_xmit_req, SendFirstSeqno: self._on_send_first_seqno,
@@ -69,6 +70,8 @@ class UnicastBase(Protocol):
     # --- the sans-IO entry points -----------------------------------------------------------------------------
     def handle(self, now_s: float, event: Any) -> list[Effect]:
         effects = super().handle(now_s, event)
+        if self._blocked:
+            self._unblock(now_s, effects)
         if self._timer_at is None and self._needs_timer():
             self._timer_at = now_s + self.xmit_s
             effects.append(SetTimer(TIMER_KEY, self._timer_at))
@@ -148,18 +151,19 @@ class UnicastBase(Protocol):
         self._stream = next_stream(self._stream)
         return conn_id
 
-    def _conn_state(self, peer: str, direction: str, state: str, conn_id: int) -> Emit:
+    def _conn_state(self, peer: str, direction: str, state: str, conn_id: int, **extra: Any) -> Emit:
         return Emit("conn_state", {"proto": self.NAME, "peer": peer, "dir": direction, "state": state,
-                                   "conn_id": conn_id})
+                                   "conn_id": conn_id, **extra})
 
     def _new_send_entry(self, now_s: float, peer: str, out: list[Effect]) -> SendEntry:
-        entry = SendEntry(conn_id=self._new_conn_id(), created_s=now_s)
+        entry = SendEntry(conn_id=self._new_conn_id(), created_s=now_s,
+                          window=SendWindow(self.config.window_capacity))
         self.send_entries[peer] = entry
         out.append(self._conn_state(peer, "send", OPEN, entry.conn_id))
         return entry
 
     def _new_recv_entry(self, peer: str, conn_id: int, highest_delivered: int, out: list[Effect]) -> ReceiveEntry:
-        entry = ReceiveEntry(conn_id=conn_id, window=ReceiveWindow(highest_delivered))
+        entry = ReceiveEntry(conn_id=conn_id, window=ReceiveWindow(self.config.window_capacity, highest_delivered))
         self.recv_entries[peer] = entry
         out.append(self._conn_state(peer, "recv", OPEN, conn_id))
         return entry
@@ -171,11 +175,32 @@ class UnicastBase(Protocol):
             entry = self._new_send_entry(now_s, to, out)
         elif entry.state == CLOSING:
             self._reopen_send(to, entry, out)
-        if not entry.window.msgs:
+        w = entry.window
+        if not w.has_room():
+            entry.counters["refused"] += 1
+            raise WindowFull(self.NAME, w.highest_sent + 1, w.low, w.capacity, to)
+        if not w.msgs:
             entry.last_ack_s = now_s  # retransmission time counts from the oldest unacked message
-        seqno = entry.window.append(payload)
+        seqno = w.append(payload)
         self._data(to, entry, seqno, payload, False, None, out)
+        if not w.has_room():  # this send filled the window: the next one waits for acks
+            entry.blocked_since_s = now_s
+            entry.counters["blocked"] += 1
+            self._blocked[to] = entry
+            out.append(Emit("window_full", {"proto": self.NAME, "peer": to, "seqno": seqno, "low": w.low,
+                                            "capacity": w.capacity}))
         return out
+
+    def _unblock(self, now_s: float, out: list[Effect]) -> None:
+        """Emit `window_unblocked` for every full send window that has room again (or whose connection went)."""
+        for peer, entry in list(self._blocked.items()):
+            gone = self.send_entries.get(peer) is not entry
+            if gone or entry.window.has_room():
+                del self._blocked[peer]
+                blocked_ms = round((now_s - entry.blocked_since_s) * 1000, 3)
+                entry.blocked_since_s = None
+                out.append(Emit("window_unblocked", {"proto": self.NAME, "peer": peer, "blocked_ms": blocked_ms,
+                                                     "low": entry.window.low, "closed": gone}))
 
     def _data(self, peer: str, entry: SendEntry, seqno: int, payload: bytes, resend: bool, first: bool | None,
               out: list[Effect]) -> None:

@@ -27,12 +27,14 @@ class UnicastConfig(Settings):
     sync_timeout_ms: int = 2_000       # unicast3: a SYNC handshake not finished by then is abandoned
     max_retransmit_time_ms: int = 2_500  # unicast3: send connection to a non-member removed after this; 0 = never
     max_xmit_req_seqnos: int = 8_192   # seqnos asked for (or resent) per peer per retransmit run
+    window_capacity: int = 50_000      # unacked messages per peer (a send beyond waits: WindowFull) and the
+    #                                    receive window's reach above its highest delivered seqno
     conn_id_start: int = 1 << 12       # first connection id (its stream part counts); a runtime derives it
     #                                    from its boot time so a restarted node never reuses one (connid.py)
 
     def __post_init__(self) -> None:
         positive = ("xmit_interval_ms", "ack_threshold", "conn_close_timeout_ms", "sync_min_interval_ms",
-                    "sync_timeout_ms", "max_xmit_req_seqnos")
+                    "sync_timeout_ms", "max_xmit_req_seqnos", "window_capacity")
         for name in positive:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:

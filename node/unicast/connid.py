@@ -8,8 +8,12 @@ the receiver can tell from SYNC-OK(low, conn_id) alone whether its window follow
 delivered) or belongs to another one (start again at low), without a field the wire format does not have.
 
 Stream numbers come from one counter per protocol instance (seeded from `UnicastConfig.conn_id_start`, which a
-runtime derives from its boot time), so later streams compare newer in serial-number order (RFC 1982); a
-receiver uses that order to drop a delayed message of an older connection instead of restarting its window.
+runtime derives from its boot time with `conn_id_start_from_boot`), so later streams of one life compare newer
+in serial-number order (RFC 1982); a receiver uses that order to drop a delayed message of an older connection
+of the same life instead of restarting its window. Across lives the order means nothing (two lives within one
+4.096 s stream tick start with the same id, a clock stepped back or the wrapping id space make the new life's
+ids compare older): a receiver learns of a new life from the datagram header (node.incarnation) and starts
+fresh entries for it (unicast3.py), as JGroups does for the new address of a restarted member.
 conn_id 0 is never allocated: on the wire it means "no connection id".
 """
 from __future__ import annotations
@@ -19,6 +23,11 @@ STREAM_BITS = 20
 GEN_MASK = (1 << GEN_BITS) - 1
 STREAM_MAX = (1 << STREAM_BITS) - 1
 CONN_ID_MAX = 0xFFFFFFFF
+
+
+def conn_id_start_from_boot(boot_ms: int) -> int:
+    """The first connection id of a life that booted at `boot_ms` (unix ms): a real clock's value, in 1..2**31-1."""
+    return boot_ms & 0x7FFFFFFF or 1
 
 
 def stream_start(conn_id_start: int) -> int:

@@ -23,7 +23,7 @@ class SendEntry:
 
     conn_id: int
     created_s: float
-    window: SendWindow = field(default_factory=SendWindow)
+    window: SendWindow
     state: str = OPEN
     closing_since_s: float | None = None
     first_seqno: int = 1            # the seqno sent with first=True ...
@@ -33,6 +33,7 @@ class SendEntry:
     prev_tail: tuple[int, int] | None = None  # (low, highest_sent) at the previous retransmit run
     syncing: bool = False           # unicast3: SYNC-OK sent, SYNC-ACK not yet received
     sync_started_s: float = 0.0
+    blocked_since_s: float | None = None  # the window is full since (sends wait), None: not blocked
     counters: Counter = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
@@ -54,7 +55,8 @@ class SendEntry:
     def to_state(self) -> dict[str, Any]:
         w = self.window
         return {"conn_id": self.conn_id, "state": self.state, "low": w.low, "highest_sent": w.highest_sent,
-                "highest_acked": w.low, "unacked": len(w), "syncing": self.syncing,
+                "highest_acked": w.low, "unacked": len(w), "capacity": w.capacity, "syncing": self.syncing,
+                "blocked": self.blocked_since_s is not None,
                 "counters": dict(self.counters)}
 
 

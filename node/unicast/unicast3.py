@@ -37,6 +37,7 @@ from node.unicast.base import UnicastBase
 from node.unicast.config import UnicastConfig
 from node.unicast.connid import conn_older, next_generation, same_stream
 from node.unicast.entries import CLOSING, OPEN, ReceiveEntry, SendEntry
+from node.unicast.window import NEW, OUTSIDE_WINDOW
 from node.wire import (Message, UnicastAck, UnicastClose, UnicastData, UnicastSync, UnicastSyncAck, UnicastSyncOk,
                        UnicastXmitReq, encode_message)
 
@@ -70,6 +71,24 @@ class Unicast3(UnicastBase):
         fields.update(extra)
         return Emit(f"resync_{direction}", fields)
 
+    def on_peer_restarted(self, now_s: float, peer: str) -> list[Effect]:
+        """`peer` restarted (its datagrams carry a new incarnation). In JGroups a restarted member has a new
+        address, so its peers start fresh tables for it; here a life keeps its name, so both entries of the old
+        life go now, before the new life's first message: its seqnos start again at 1 under a conn_id that may
+        equal or compare older than the old one (the id space says nothing across lives), and its first message
+        starts a new window. What was unacked to the old life is lost with it (`unacked` in the event)."""
+        out: list[Effect] = []
+        self._rx_sync.pop(peer, None)
+        self._last_sync_tx_s.pop(peer, None)
+        for direction, table in (("send", self.send_entries), ("recv", self.recv_entries)):
+            entry = table.pop(peer, None)
+            if entry is not None:
+                self.counters["entries_of_old_lives"] += 1
+                extra = {"unacked": len(entry.window)} if direction == "send" else {}
+                out.append(self._conn_state(peer, direction, "removed", entry.conn_id, reason="peer_restarted",
+                                            **extra))
+        return out
+
     # --- receiver side --------------------------------------------------------------------------------------
     def _on_data(self, now_s: float, src: str, msg: UnicastData) -> list[Effect]:
         out: list[Effect] = []
@@ -101,8 +120,9 @@ class Unicast3(UnicastBase):
         if entry.state == CLOSING:
             self._reopen_recv(src, entry, out)
         result, delivered = self._deliver_new(src, entry, msg, out)
-        if result != "new":
-            entry.ack_pending = True  # the sender resent something delivered: tell it again
+        if result != NEW:
+            if result != OUTSIDE_WINDOW:
+                entry.ack_pending = True  # the sender resent something delivered: tell it again
             return
         if delivered:
             entry.delivered_since_ack += delivered

@@ -7,23 +7,34 @@ highest seqno below which nothing is held any more (acknowledged, purged or remo
 `ReceiveWindow` holds messages received from a peer and not yet delivered. `highest_delivered` is the last
 seqno handed to the application in order; messages above it wait in `buffered` until the gap closes.
 Delivered messages are not kept, so the receive window's low is its `highest_delivered`.
+
+Both are bounded by `capacity` messages: a sender holds at most `capacity` unacknowledged messages (the next
+send waits: back-pressure), so a receiver never needs a seqno above `highest_delivered + capacity` and drops it
+as OUTSIDE_WINDOW (a forged or absurd seqno cannot make it buffer, or later ask for, more than that).
 """
 from __future__ import annotations
 
 NEW = "new"
 DUPLICATE = "duplicate"
 BELOW_WINDOW = "below_window"
+OUTSIDE_WINDOW = "outside_window"
 
 
 class SendWindow:
     """Unacknowledged messages to one peer."""
 
-    __slots__ = ("msgs", "highest_sent", "low")
+    __slots__ = ("msgs", "highest_sent", "low", "capacity")
 
-    def __init__(self) -> None:
+    def __init__(self, capacity: int) -> None:
         self.msgs: dict[int, bytes] = {}
         self.highest_sent = 0
         self.low = 0
+        self.capacity = capacity
+
+    def has_room(self) -> bool:
+        """Whether the next seqno fits: next - low <= capacity (unicast2's individual acks may leave holes
+        below the highest acked: `low` is the lowest still held minus one, so holes count as held)."""
+        return self.highest_sent + 1 - self.low <= self.capacity
 
     def append(self, payload: bytes) -> int:
         """Store `payload` under the next seqno and return that seqno."""
@@ -69,17 +80,21 @@ class SendWindow:
 class ReceiveWindow:
     """Messages from one peer waiting for in-order delivery."""
 
-    __slots__ = ("highest_delivered", "highest_received", "buffered")
+    __slots__ = ("highest_delivered", "highest_received", "buffered", "capacity")
 
-    def __init__(self, highest_delivered: int = 0) -> None:
+    def __init__(self, capacity: int, highest_delivered: int = 0) -> None:
         self.highest_delivered = highest_delivered
         self.highest_received = highest_delivered
         self.buffered: dict[int, bytes] = {}
+        self.capacity = capacity
 
     def add(self, seqno: int, payload: bytes) -> str:
-        """Store a message; returns NEW, DUPLICATE (already buffered) or BELOW_WINDOW (already delivered)."""
+        """Store a message; returns NEW, DUPLICATE (already buffered), BELOW_WINDOW (already delivered) or
+        OUTSIDE_WINDOW (above highest_delivered + capacity: dropped, not buffered)."""
         if seqno <= self.highest_delivered:
             return BELOW_WINDOW
+        if seqno > self.highest_delivered + self.capacity:
+            return OUTSIDE_WINDOW
         if seqno in self.buffered:
             return DUPLICATE
         self.buffered[seqno] = payload
@@ -113,10 +128,11 @@ class ReceiveWindow:
         return out
 
     def rebase(self, low: int) -> int:
-        """Move the window so that `low` counts as delivered; drop buffered messages up to it. Returns how many."""
-        dropped = [s for s in self.buffered if s <= low]
+        """Move the window so that `low` counts as delivered; drop buffered messages up to it, and those that fall
+        outside the moved window (never the case for a real sender). Returns how many were dropped."""
+        dropped = [s for s in self.buffered if s <= low or s > low + self.capacity]
         for seqno in dropped:
             del self.buffered[seqno]
         self.highest_delivered = low
-        self.highest_received = max(self.highest_received, low)
+        self.highest_received = max(low, max(self.buffered, default=low))
         return len(dropped)

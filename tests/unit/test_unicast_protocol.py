@@ -11,7 +11,7 @@ from node.stack import Stack
 from node.unicast import MAX_PAYLOAD_BYTES, TIMER_KEY, VARIANTS, UnicastConfig, make_unicast
 from node.unicast.connid import (GEN_MASK, STREAM_MAX, conn_older, first_conn_id, next_generation, next_stream,
                                  same_stream, stream_start)
-from node.unicast.window import BELOW_WINDOW, DUPLICATE, NEW, ReceiveWindow, SendWindow
+from node.unicast.window import BELOW_WINDOW, DUPLICATE, NEW, OUTSIDE_WINDOW, ReceiveWindow, SendWindow
 from node.wire import UnicastAck, UnicastData, UnicastSync
 
 VARIANT_NAMES = list(VARIANTS)
@@ -172,7 +172,7 @@ def test_protocol_allocates_a_new_stream_per_connection_and_a_generation_per_syn
 
 # --- windows -----------------------------------------------------------------------------------------------
 def test_send_window_purge_remove_and_lowest() -> None:
-    w = SendWindow()
+    w = SendWindow(capacity=100)
     assert [w.append(b"%d" % n) for n in range(1, 6)] == [1, 2, 3, 4, 5]
     assert w.lowest() == 1 and len(w) == 5
     assert w.remove(2) and not w.remove(2)
@@ -185,7 +185,7 @@ def test_send_window_purge_remove_and_lowest() -> None:
 
 
 def test_receive_window_add_drain_missing_rebase() -> None:
-    w = ReceiveWindow(highest_delivered=10)
+    w = ReceiveWindow(capacity=100, highest_delivered=10)
     assert w.add(10, b"old") == BELOW_WINDOW
     assert w.add(13, b"13") == NEW and w.add(13, b"13") == DUPLICATE
     assert w.add(11, b"11") == NEW
@@ -199,7 +199,33 @@ def test_receive_window_add_drain_missing_rebase() -> None:
     assert w.drain() == [(15, b"15"), (16, b"16")] and not w.has_gaps()
 
 
-def test_missing_is_bounded_for_absurd_seqnos() -> None:
-    w = ReceiveWindow()
-    w.add(2**62, b"far")
-    assert len(w.missing(100)) == 100
+def test_absurd_seqnos_stay_outside_the_bounded_windows() -> None:
+    w = ReceiveWindow(capacity=100)
+    assert w.add(2**64 - 1, b"far") == OUTSIDE_WINDOW and w.add(101, b"edge+1") == OUTSIDE_WINDOW
+    assert w.missing(10_000) == [] and not w.buffered
+    assert w.add(100, b"edge") == NEW and len(w.missing(10_000)) == 99
+    assert w.rebase(2**64 - 1) == 1 and not w.buffered      # a forged SYNC-OK low: O(buffered), nothing kept
+    s = SendWindow(capacity=3)
+    assert [s.append(b"x") for _ in range(3)] == [1, 2, 3] and not s.has_room()
+    assert s.purge_to(2**64 - 1) == 3 and s.has_room()      # an absurd ack is capped at highest_sent
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_a_full_send_window_refuses_sends_until_acks_free_room(variant: str) -> None:
+    """Back-pressure: the send that fills the window emits window_full, the next one raises WindowFull (nothing
+    taken), and the ack that frees room emits window_unblocked."""
+    from node.errors import WindowFull
+    from node.sim import send_many, unicast_sim
+
+    sim = unicast_sim(variant, ("a", "b"), seed=4, config=UnicastConfig(window_capacity=5))
+    sim.drop_matching("b", "a", None)  # no acks (nor anything else) reach a for now
+    sent = send_many(sim, "a", "b", 5, "m")
+    assert sim.emitted("window_full", node="a", peer="b", capacity=5)
+    with pytest.raises(WindowFull):
+        sim.request("a", "unicast", "send", {"to": "b", "payload": b"one too many"})
+    assert len(sim.layer("a", "unicast").send_entries["b"].window) == 5
+    sim.clear_faults()
+    assert sim.run_until_quiet(30), sim.repro()
+    assert sim.delivered("b", "a") == sent, sim.repro()
+    assert sim.emitted("window_unblocked", node="a", peer="b"), sim.repro()
+    assert send_many(sim, "a", "b", 1, "after")  # room again
