@@ -1,7 +1,8 @@
 """The node's control API: HTTP+JSON on the control network only, every request carrying the run's token.
 
 Routes (all need `Authorization: Bearer <token>`):
-- `GET /health`: liveness of the process (`{"ok": true, "node", "run", "boot"}`);
+- `GET /health`: liveness of the process (`{"ok": true, "node", "run", "boot", "rss_bytes"}`; `rss_bytes` is the
+  process's resident set size from /proc/self/statm, null where that file does not exist);
 - `GET /state`: the node's state: members, the current view, the peers it hears and when it last heard each,
   every layer's state (membership: view, suspects; multicast: the send window with acks and blocked time, every
   receive window's low / highest delivered / highest received), counters, workloads;
@@ -12,8 +13,9 @@ Routes (all need `Authorization: Bearer <token>`):
 - `POST /workload/multicast` `{"count": 500, "size": 100, "rate": 200}`: reliable multicast to the current view
   (`app_send` with `to` "*"); a full send window makes the workload wait (its `blocked` / `blocked_ms` in
   `/state`), never the node; answers 202 with the workload id (400 when the node runs no multicast layer);
-- `POST /admin/close`, `/admin/remove_receive`, `/admin/sync` `{"peer": "n1"}`: the unicast layer's admin
-  operations (close both connections to the peer, drop the receive window, the SYNC handshake of unicast3).
+- `POST /admin/close`, `/admin/remove`, `/admin/remove_receive`, `/admin/sync` `{"peer": "n1"}`: the unicast
+  layer's admin operations (close both connections to the peer: CLOSING in unicast3; remove both at once; drop
+  the receive window; the SYNC handshake of unicast3).
 
 Bad requests get 400 with `{"error": "..."}`; a missing or wrong token gets 401.
 """
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import os
 from typing import Any, Awaitable, Callable
 
 from aiohttp import web
@@ -32,6 +35,16 @@ from node.unicast import MAX_PAYLOAD_BYTES
 from node.workload import WorkloadSpec
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def rss_bytes() -> int | None:
+    """This process's resident set size in bytes (/proc/self/statm), or None where /proc is not there."""
+    try:
+        with open("/proc/self/statm", "rb") as fh:
+            resident_pages = int(fh.read().split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+    return resident_pages * os.sysconf("SC_PAGE_SIZE")
 
 
 def _error(status: int, message: str) -> web.Response:
@@ -63,7 +76,7 @@ def make_app(runtime: NodeRuntime, token: str) -> web.Application:
 
     async def health(request: web.Request) -> web.Response:
         return web.json_response({"ok": True, "node": runtime.config.name, "run": runtime.config.run_id,
-                                  "boot": runtime.boot})
+                                  "boot": runtime.boot, "rss_bytes": rss_bytes()})
 
     async def state(request: web.Request) -> web.Response:
         return web.json_response(runtime.state())
@@ -89,8 +102,8 @@ def make_app(runtime: NodeRuntime, token: str) -> web.Application:
     def admin(op: str) -> Handler:
         async def handler(request: web.Request) -> web.Response:
             args = await body(request)
-            if set(args) - {"peer", "graceful"}:
-                raise UsageError(f"admin {op}: fields are 'peer' (and 'graceful' for close), got {sorted(args)}")
+            if set(args) - {"peer"}:
+                raise UsageError(f"admin {op}: the one field is 'peer', got {sorted(args)}")
             runtime.request("unicast", op, args)
             return web.json_response({"done": True, "op": op, "peer": args.get("peer")})
         return handler
@@ -101,6 +114,6 @@ def make_app(runtime: NodeRuntime, token: str) -> web.Application:
     app.router.add_post("/workload/ping", ping)
     app.router.add_post("/workload/unicast", unicast_workload)
     app.router.add_post("/workload/multicast", multicast_workload)
-    for op in ("close", "remove_receive", "sync"):
+    for op in ("close", "remove", "remove_receive", "sync"):
         app.router.add_post(f"/admin/{op}", admin(op))
     return app

@@ -152,7 +152,7 @@ class Pause(Model):
 
 
 class Admin(Model):
-    op: Literal["sync", "close", "remove_receive"]
+    op: Literal["sync", "close", "remove", "remove_receive"]
     node: NodeName
     peer: NodeName
 

@@ -95,25 +95,29 @@ class UnicastBase(Protocol):
         return handler(now_s, src, msg)
 
     def on_request(self, now_s: float, op: str, args: dict[str, Any]) -> list[Effect]:
-        """Requests: send {to, payload}, close {peer[, graceful]}, remove_receive {peer}, sync {peer} (unicast3).
+        """Requests: send {to, payload}, close {peer}, remove {peer}, remove_receive {peer}, sync {peer} (unicast3).
 
-        `close` removes both entries to the peer at once (a unilateral close, as in the seed's scenarios); with
-        graceful=true unicast3 marks them CLOSING instead (removed after conn_close_timeout unless reopened).
+        `remove` drops both entries to the peer at once (a unilateral close, as in the seeds' scenarios; JGroups'
+        removeConnection). `close` is the variant's own close: the same in unicast1/unicast2 (UNICAST2 closes at
+        once by design), CLOSING in unicast3 (JGroups' closeConnection: removed after conn_close_timeout unless
+        traffic reopens it).
 
-        Raises UsageError for an unknown op or bad arguments.
+        Raises UsageError for an unknown op or bad arguments, WindowFull when the send window to `to` is full.
         """
         if op == "send":
             to = _peer_arg(args, "to", self.local)
             payload = payload_arg(args, MAX_PAYLOAD_BYTES, "unicast send")
             return self._send(now_s, to, payload)
         if op == "close":
-            return self._close(now_s, _peer_arg(args, "peer", self.local), bool(args.get("graceful", False)))
+            return self._close(now_s, _peer_arg(args, "peer", self.local))
+        if op == "remove":
+            return self._remove(now_s, _peer_arg(args, "peer", self.local))
         if op == "remove_receive":
             return self._remove_receive(now_s, _peer_arg(args, "peer", self.local), "removed")
         if op == "sync":
             return self._request_sync(now_s, _peer_arg(args, "peer", self.local))
         raise UsageError(f"{self.NAME}: unknown request {op!r}",
-                         hint="requests: send {to, payload}, close {peer, graceful?}, remove_receive {peer}, "
+                         hint="requests: send {to, payload}, close {peer}, remove {peer}, remove_receive {peer}, "
                                   "sync {peer}")
 
     def on_view(self, now_s: float, view_id: tuple[str, int], members: tuple[str, ...]) -> list[Effect]:
@@ -162,8 +166,10 @@ class UnicastBase(Protocol):
         out.append(self._conn_state(peer, "send", OPEN, entry.conn_id))
         return entry
 
-    def _new_recv_entry(self, peer: str, conn_id: int, highest_delivered: int, out: list[Effect]) -> ReceiveEntry:
-        entry = ReceiveEntry(conn_id=conn_id, window=ReceiveWindow(self.config.window_capacity, highest_delivered))
+    def _new_recv_entry(self, now_s: float, peer: str, conn_id: int, highest_delivered: int,
+                        out: list[Effect]) -> ReceiveEntry:
+        entry = ReceiveEntry(conn_id=conn_id, window=ReceiveWindow(self.config.window_capacity, highest_delivered),
+                             active_s=now_s)
         self.recv_entries[peer] = entry
         out.append(self._conn_state(peer, "recv", OPEN, conn_id))
         return entry
@@ -179,6 +185,7 @@ class UnicastBase(Protocol):
         if not w.has_room():
             entry.counters["refused"] += 1
             raise WindowFull(self.NAME, w.highest_sent + 1, w.low, w.capacity, to)
+        entry.active_s = now_s
         if not w.msgs:
             entry.last_ack_s = now_s  # retransmission time counts from the oldest unacked message
         seqno = w.append(payload)
@@ -292,7 +299,11 @@ class UnicastBase(Protocol):
             self._data(peer, entry, seqno, w.msgs[seqno], True, None, out)
         entry.prev_tail = tail
 
-    def _close(self, now_s: float, peer: str, graceful: bool = False) -> list[Effect]:
+    def _close(self, now_s: float, peer: str) -> list[Effect]:
+        """The variant's close; here the legacy one: both entries go at once."""
+        return self._remove(now_s, peer)
+
+    def _remove(self, now_s: float, peer: str) -> list[Effect]:
         """Remove both entries to `peer` at once (a unilateral close: the peer is not told)."""
         out: list[Effect] = []
         entry = self.send_entries.pop(peer, None)

@@ -34,6 +34,7 @@ class SendEntry:
     syncing: bool = False           # unicast3: SYNC-OK sent, SYNC-ACK not yet received
     sync_started_s: float = 0.0
     blocked_since_s: float | None = None  # the window is full since (sends wait), None: not blocked
+    active_s: float = 0.0           # last use: a send or an accepted ack (unicast3's conn_expiry_timeout)
     counters: Counter = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
@@ -42,6 +43,7 @@ class SendEntry:
         if not self.first_conn_id:
             self.first_conn_id = self.conn_id
         self.last_ack_s = self.created_s
+        self.active_s = self.created_s
 
     def new_conn_id(self, conn_id: int) -> None:
         """Switch the connection to `conn_id` (a sync), remembering the earlier ids."""
@@ -74,6 +76,7 @@ class ReceiveEntry:
     ack_timestamp: int = 0
     last_stable_seqno: int = 0      # unicast2: seqno of the last STABLE sent
     prev_highest_missing: int | None = None  # highest gap seen by the previous retransmit run
+    active_s: float = 0.0           # last use: a message of this connection accepted (conn_expiry_timeout)
     counters: Counter = field(default_factory=Counter)
 
     def __post_init__(self) -> None:

@@ -34,7 +34,7 @@ class Unicast1(UnicastBase):
         out: list[Effect] = []
         entry = self.recv_entries.get(src)
         if entry is None:
-            entry = self._new_recv_entry(src, 0, 0, out)
+            entry = self._new_recv_entry(now_s, src, 0, 0, out)
         self._deliver_new(src, entry, msg, out)
         out.append(Send(src, UnicastAck(msg.seqno, 0, 0)))
         out.append(Emit("ack_tx", {"proto": self.NAME, "to": src, "seqno": msg.seqno, "conn_id": 0}))

@@ -40,7 +40,7 @@ class Unicast2(UnicastBase):
         entry = self.recv_entries.get(src)
         if msg.first:
             if entry is None or msg.conn_id != entry.conn_id:
-                entry = self._new_recv_entry(src, msg.conn_id, msg.seqno - 1, out)
+                entry = self._new_recv_entry(now_s, src, msg.conn_id, msg.seqno - 1, out)
         elif entry is None or (msg.conn_id != 0 and msg.conn_id != entry.conn_id):
             action = "no_conn" if entry is None else "wrong_conn"
             self.counters[action] += 1

@@ -21,11 +21,13 @@ Per peer there is a send entry and a receive entry, each with a connection id (c
   stream (an admin `sync`, or a SYNC whose trigger was overtaken by the first message) keeps what it delivered
   and only skips what the sender no longer has; a missing window or one of another stream starts again at low.
 - Views: a view without the peer marks both entries CLOSING; traffic or the peer's return reopens them; an entry
-  CLOSING for conn_close_timeout is removed (the sender tells a peer that is still a member with CLOSE).
+  CLOSING for conn_close_timeout is removed (the sender tells a peer that is still a member with CLOSE). With
+  conn_expiry_timeout (0: off) an OPEN connection unused that long becomes CLOSING too (JGroups' reaper).
+- Lives: a peer's new incarnation (node.incarnation) removes both entries of its old life at once.
   A send connection to a non-member whose unacked messages made no progress (no ack) for max_retransmit_time
   is removed.
-- Requests: send, close (remove both entries at once, unilaterally; graceful=true: mark them CLOSING),
-  remove_receive, sync {peer} (admin).
+- Requests: send, close (mark both entries CLOSING, as JGroups' closeConnection), remove (both entries at
+  once, unilaterally: the seeds' scenarios), remove_receive, sync {peer} (admin).
 """
 from __future__ import annotations
 
@@ -62,6 +64,7 @@ class Unicast3(UnicastBase):
         self._sync_min_s = config.sync_min_interval_ms / 1000
         self._sync_timeout_s = config.sync_timeout_ms / 1000
         self._max_retransmit_s = config.max_retransmit_time_ms / 1000
+        self._expiry_s = config.conn_expiry_timeout_ms / 1000
 
     def _make_data(self, entry: SendEntry, seqno: int, payload: bytes, first: bool | None) -> UnicastData:
         return UnicastData(seqno, entry.conn_id, entry.is_first(seqno) if first is None else first, payload)
@@ -94,15 +97,15 @@ class Unicast3(UnicastBase):
         out: list[Effect] = []
         entry = self.recv_entries.get(src)
         if entry is not None and entry.follows(msg.conn_id):
-            self._accept(src, entry, msg, out)
+            self._accept(now_s, src, entry, msg, out)
             return out
         if entry is not None and conn_older(msg.conn_id, entry.conn_id):
             entry.counters["old_conn"] += 1  # a delayed message of an earlier connection
             out.append(self._data_rx(src, msg, "wrong_conn"))
             return out
         if msg.first:
-            entry = self._new_recv_entry(src, msg.conn_id, msg.seqno - 1, out)
-            self._accept(src, entry, msg, out)
+            entry = self._new_recv_entry(now_s, src, msg.conn_id, msg.seqno - 1, out)
+            self._accept(now_s, src, entry, msg, out)
             return out
         # not first, and a conn_id newer than the window's (or no window): a new stream, or a sync not seen yet
         self.counters["no_conn" if entry is None else "wrong_conn"] += 1
@@ -116,7 +119,8 @@ class Unicast3(UnicastBase):
         self._send_sync(now_s, src, out)
         return out
 
-    def _accept(self, src: str, entry: ReceiveEntry, msg: UnicastData, out: list[Effect]) -> None:
+    def _accept(self, now_s: float, src: str, entry: ReceiveEntry, msg: UnicastData, out: list[Effect]) -> None:
+        entry.active_s = now_s
         if entry.state == CLOSING:
             self._reopen_recv(src, entry, out)
         result, delivered = self._deliver_new(src, entry, msg, out)
@@ -159,7 +163,7 @@ class Unicast3(UnicastBase):
             entry.counters["old_sync_ok"] += 1  # about a stream older than the window's
             return out
         else:
-            self._new_recv_entry(src, msg.conn_id, msg.low, out)
+            self._new_recv_entry(now_s, src, msg.conn_id, msg.low, out)
         ack = UnicastSyncAck(msg.conn_id)
         out.append(Send(src, ack))
         out.append(self._resync("tx", src, "sync_ack", ack, conn_id=msg.conn_id))
@@ -205,6 +209,7 @@ class Unicast3(UnicastBase):
             entry.window.purge_to(msg.seqno)
             entry.last_ack_s = now_s
             entry.counters["acks_accepted"] += 1
+            entry.active_s = now_s
         else:
             self.counters["acks_discarded"] += 1
             if entry is not None:
@@ -266,11 +271,9 @@ class Unicast3(UnicastBase):
         self._send_sync(now_s, peer, out)
         return out
 
-    def _close(self, now_s: float, peer: str, graceful: bool = False) -> list[Effect]:
-        """Remove both entries at once, or with `graceful` mark them CLOSING (as a view without the peer)."""
-        if not graceful:
-            self._rx_sync.pop(peer, None)
-            return super()._close(now_s, peer)
+    def _close(self, now_s: float, peer: str) -> list[Effect]:
+        """JGroups' closeConnection: mark both entries CLOSING (as a view without the peer does); traffic reopens
+        them, conn_close_timeout removes them."""
         out: list[Effect] = []
         for direction, table in (("send", self.send_entries), ("recv", self.recv_entries)):
             entry = table.get(peer)
@@ -279,6 +282,10 @@ class Unicast3(UnicastBase):
                 entry.closing_since_s = now_s
                 out.append(self._conn_state(peer, direction, CLOSING, entry.conn_id))
         return out
+
+    def _remove(self, now_s: float, peer: str) -> list[Effect]:
+        self._rx_sync.pop(peer, None)
+        return super()._remove(now_s, peer)
 
     def _remove_receive(self, now_s: float, peer: str, state: str) -> list[Effect]:
         self._rx_sync.pop(peer, None)
@@ -302,6 +309,8 @@ class Unicast3(UnicastBase):
     def _needs_timer(self) -> bool:
         if self._rx_sync:
             return True
+        if self._expiry_s and (self.send_entries or self.recv_entries):
+            return True  # idle connections age
         for entry in self.recv_entries.values():
             w = entry.window
             if (entry.ack_pending or entry.delivered_since_ack or w.highest_received > w.highest_delivered
@@ -312,8 +321,19 @@ class Unicast3(UnicastBase):
                 return True
         return False
 
+    def _expire_idle(self, now_s: float, out: list[Effect]) -> None:
+        """conn_expiry_timeout: an OPEN connection unused that long becomes CLOSING (traffic reopens it)."""
+        for direction, table in (("send", self.send_entries), ("recv", self.recv_entries)):
+            for peer, entry in table.items():
+                if entry.state == OPEN and now_s - entry.active_s >= self._expiry_s:
+                    entry.state = CLOSING
+                    entry.closing_since_s = now_s
+                    out.append(self._conn_state(peer, direction, CLOSING, entry.conn_id, reason="expired"))
+
     def _xmit_task(self, now_s: float) -> list[Effect]:
         out: list[Effect] = []
+        if self._expiry_s:
+            self._expire_idle(now_s, out)
         for peer, entry in list(self.recv_entries.items()):
             if entry.state == CLOSING and now_s - entry.closing_since_s >= self._close_s:
                 out += super()._remove_receive(now_s, peer, "closed")

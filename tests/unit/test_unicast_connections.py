@@ -29,7 +29,7 @@ def expect(sim, receiver: str, sender: str, payloads: list[bytes]) -> None:
 
 
 def close(sim, member: str, peer: str) -> None:
-    sim.request(member, LAYER, "close", {"peer": peer})
+    sim.request(member, LAYER, "remove", {"peer": peer})
 
 
 def uni(sim, member: str):

@@ -146,7 +146,7 @@ def test_sender_discards_acks_until_sync_ack() -> None:
     sim = unicast_sim("unicast3", ("a", "b"), seed=4)
     sent = send_many(sim, "a", "b", 5, "x")
     settle(sim)
-    sim.request("b", LAYER, "close", {"peer": "a"})
+    sim.request("b", LAYER, "remove", {"peer": "a"})
     sim.drop_next("b", "a", "UnicastSyncAck", count=6)
     sent += send_many(sim, "a", "b", 5, "y")
     sim.run_until_true(lambda: bool(sim.emitted("resync_tx", node="b", kind="sync_ack")), 1.0)

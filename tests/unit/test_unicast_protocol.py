@@ -112,7 +112,9 @@ def test_close_and_remove_receive() -> None:
     _send(a)
     effects = a.handle(0.0, AppRequest("remove_receive", {"peer": "b"}))
     assert [e.fields["dir"] for e in effects] == ["recv"] and "b" in a.send_entries
-    effects = a.handle(0.0, AppRequest("close", {"peer": "b"}))
+    effects = a.handle(0.0, AppRequest("close", {"peer": "b"}))  # JGroups' closeConnection: CLOSING, kept
+    assert [e.fields["state"] for e in effects] == ["closing"] and a.send_entries["b"].state == "closing"
+    effects = a.handle(0.0, AppRequest("remove", {"peer": "b"}))  # removeConnection: gone at once
     assert [e.fields["state"] for e in effects] == ["removed"] and a.send_entries == {}
 
 

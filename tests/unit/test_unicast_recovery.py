@@ -153,7 +153,7 @@ def test_graceful_close_expires_and_tells_the_member_with_close() -> None:
     sim = unicast_sim("unicast3", ("a", "b"), seed=19, config=UnicastConfig(conn_close_timeout_ms=1_000))
     sent = send_many(sim, "a", "b", 3)
     settle(sim)
-    sim.request("a", LAYER, "close", {"peer": "b", "graceful": True})
+    sim.request("a", LAYER, "close", {"peer": "b"})
     assert uni(sim, "a").send_entries["b"].state == "closing"
     sim.run_for(0.9)
     assert "b" in uni(sim, "a").send_entries and "a" in uni(sim, "b").recv_entries
@@ -171,7 +171,7 @@ def test_xmit_req_for_a_removed_connection_is_answered_with_close() -> None:
     sim.drop_next("a", "b", UnicastData, where=lambda m: m.seqno == 2)
     send_many(sim, "a", "b", 3)
     sim.run_for(0.01)
-    sim.request("a", LAYER, "close", {"peer": "b"})   # A forgets: B's XMIT_REQ for #2 cannot be served
+    sim.request("a", LAYER, "remove", {"peer": "b"})   # A forgets: B's XMIT_REQ for #2 cannot be served
     settle(sim)
     assert sim.emitted("xmit_req_rx", node="a", missing=[2])
     assert "a" not in uni(sim, "b").recv_entries      # CLOSE ended B's retransmission requests
@@ -215,7 +215,7 @@ def test_delayed_first_message_of_an_older_connection_is_dropped() -> None:
     old = send_many(sim, "a", "b", 3, "old")
     settle(sim)
     old_conn = uni(sim, "b").recv_entries["a"].conn_id
-    sim.request("a", LAYER, "close", {"peer": "b"})
+    sim.request("a", LAYER, "remove", {"peer": "b"})
     new = send_many(sim, "a", "b", 3, "new")
     settle(sim)
     new_conn = uni(sim, "b").recv_entries["a"].conn_id
