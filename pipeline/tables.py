@@ -168,6 +168,57 @@ class Tables:
             .withColumn("copies", F.coalesce(F.col("copies"), F.lit(0)))
             .withColumn("latency_ms", (F.col("deliver_ts") - F.col("send_ts")) * 1000.0))
 
+    @cached_property
+    def missing_fates(self) -> DataFrame:
+        """What became of every expected delivery that was not made, at its receiver: `msg_id, sender, receiver,
+        kind, send_ts, seqno, fate, reasons, resends`.
+
+        The sender's `data_tx` that carries the message id gives its seqno; the receiver's `data_rx` events of
+        that seqno from that sender after it was sent say what happened there. `fate`: `not_sent` (the protocol
+        never transmitted it), `never_arrived` (no data_rx of its seqno), `buffered` (kept behind a gap and never
+        delivered), `discarded` (it arrived and was dropped: `reasons` are the data_rx actions, e.g.
+        below_window, wrong_conn, no_conn, outside_window), `taken_not_delivered` (the layer delivered it but the
+        application's delivery is not in the history). `resends` counts the sender's retransmissions of
+        that seqno to the receiver (or to the group).
+        """
+        missing = (self.delivery_facts.filter(~F.col("delivered"))
+                   .select("msg_id", "sender", "receiver", "kind", "send_ts"))
+        tx = (self.of_type("data_tx").filter(F.col("msg_id").isNotNull())
+              .groupBy("msg_id", F.col("node").alias("sender"))
+              .agg(F.min(F.struct("ts", "seqno", "proto")).alias("t"))
+              .select("msg_id", "sender", F.col("t.seqno").alias("seqno"), F.col("t.proto").alias("proto"),
+                      F.col("t.ts").alias("tx_ts")))
+        sent = missing.join(tx, ["msg_id", "sender"], "left").alias("m")
+        rx = (self.of_type("data_rx")
+              .select(F.col("node").alias("r_receiver"), F.col("from").alias("r_sender"), F.col("proto").alias("r_proto"),
+                      F.col("seqno").alias("r_seqno"), "action", F.col("ts").alias("r_ts")))
+        at_receiver = ((F.col("receiver") == F.col("r_receiver")) & (F.col("sender") == F.col("r_sender"))
+                       & (F.col("proto") == F.col("r_proto")) & (F.col("seqno") == F.col("r_seqno"))
+                       & (F.col("r_ts") >= F.col("tx_ts")))
+        resent = (self.of_type("data_tx").filter(F.col("resend"))
+                  .select(F.col("node").alias("x_sender"), F.col("to").alias("x_to"), F.col("proto").alias("x_proto"),
+                          F.col("seqno").alias("x_seqno"), F.col("ts").alias("x_ts")))
+        to_receiver = ((F.col("sender") == F.col("x_sender")) & (F.col("proto") == F.col("x_proto"))
+                       & (F.col("seqno") == F.col("x_seqno")) & (F.col("x_ts") >= F.col("tx_ts"))
+                       & ((F.col("x_to") == F.col("receiver")) | (F.col("x_to") == "*")))
+        keys = ["msg_id", "sender", "receiver", "kind", "send_ts", "seqno"]
+        actions = (sent.join(rx, at_receiver, "left").groupBy(*keys)
+                   .agg(F.array_sort(F.collect_set("action")).alias("actions")))
+        resends = sent.join(resent, to_receiver, "inner").groupBy("msg_id", "receiver").agg(
+            F.count(F.lit(1)).alias("resends"))
+        kept = F.array(*(F.lit(a) for a in RECEIVED_ACTIONS))
+        reasons = F.array_except("actions", kept)
+        fate = (F.when(F.col("seqno").isNull(), "not_sent")
+                .when(F.size("actions") == 0, "never_arrived")
+                .when(F.array_contains("actions", "buffer"), "buffered")
+                .when(F.size(reasons) > 0, "discarded")
+                .otherwise("taken_not_delivered"))
+        return (actions.join(resends, ["msg_id", "receiver"], "left")
+                .withColumn("resends", F.coalesce(F.col("resends"), F.lit(0)))
+                .withColumn("fate", fate)
+                .withColumn("reasons", reasons)
+                .drop("actions"))
+
     # --- retransmission ----------------------------------------------------------------------------------------
     @cached_property
     def xmit_requests(self) -> DataFrame:

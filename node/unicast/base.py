@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Callable, ClassVar, Hashable, Iterable
 
-from node.core import Deliver, Effect, Emit, Protocol, Send, SetTimer, payload_arg
+from node.core import Deliver, Effect, Emit, Protocol, Send, SetTimer, payload_arg, payload_msg_id
 from node.errors import UsageError, WindowFull
 from node.unicast.config import UnicastConfig
 from node.unicast.connid import first_conn_id, next_stream, stream_start
@@ -215,8 +215,11 @@ class UnicastBase(Protocol):
         msg = self._make_data(entry, seqno, payload, first)
         entry.counters["resent" if resend else "sent"] += 1
         out.append(Send(peer, msg))
-        out.append(Emit("data_tx", {"proto": self.NAME, "to": peer, "seqno": seqno, "conn_id": msg.conn_id,
-                                    "first": msg.first, "resend": resend, "size": len(payload)}))
+        fields = {"proto": self.NAME, "to": peer, "seqno": seqno, "conn_id": msg.conn_id, "first": msg.first,
+                  "resend": resend, "size": len(payload)}
+        if not resend:  # the first transmission names the message: the analysis follows it to the receiver
+            fields["msg_id"] = payload_msg_id(payload)
+        out.append(Emit("data_tx", fields))
 
     def _data_rx(self, src: str, msg: UnicastData, action: str) -> Emit:
         return Emit("data_rx", {"proto": self.NAME, "from": src, "seqno": msg.seqno, "conn_id": msg.conn_id,

@@ -1,8 +1,10 @@
-"""Check `delivery`: every expected (message, receiver) pair was delivered.
+"""Check `delivery`: every expected (message, receiver) pair was delivered, and for those that were not, why.
 
 Expected receivers are defined in `pipeline.tables.Tables.expected` (unicast: the target; multicast: the nodes
-whose view at send time contained the sender). Reports sent vs delivered per (sender, receiver) and the first
-missing message ids.
+whose view at send time contained the sender). Reports sent vs delivered per (sender, receiver), what became of
+every missing message at its receiver (`Tables.missing_fates`: never arrived, discarded and why, buffered
+behind a gap, never sent by the protocol), counted by fate and reason, and the first missing messages with
+their fate.
 """
 from __future__ import annotations
 
@@ -26,9 +28,16 @@ def check(ctx: CheckContext, params: dict[str, Any]) -> Verdict:
               "delivered": int(r["delivered"]), "missing": int(r["expected"] - r["delivered"])} for r in pairs]
     expected = sum(p["expected"] for p in table)
     missing = sum(p["missing"] for p in table)
+    fates = ctx.tables.missing_fates.filter(~F.col("receiver").isin(*ignored)) if ignored \
+        else ctx.tables.missing_fates
     first_missing = [] if not missing else (
-        facts.filter(~F.col("delivered")).orderBy("send_ts", "msg_id", "receiver").limit(params["show"])
-        .select("msg_id", "sender", "receiver", "kind", "send_ts").collect())
+        fates.orderBy("send_ts", "msg_id", "receiver").limit(params["show"])
+        .select("msg_id", "sender", "receiver", "kind", "send_ts", "seqno", "fate", "reasons", "resends")
+        .collect())
+    fate_counts = {} if not missing else {
+        _fate_label(r["fate"], r["reason"]): int(r["n"]) for r in
+        fates.select("fate", F.explode_outer(F.when(F.size("reasons") > 0, F.col("reasons"))).alias("reason"))
+        .groupBy("fate", "reason").agg(F.count(F.lit(1)).alias("n")).collect()}
     first = ctx.tables.first_deliveries
     unexpected = (first.filter(F.col("receiver") != F.col("sender"))
                   .join(ctx.tables.expected.select("msg_id", "receiver"), ["msg_id", "receiver"], "left_anti"))
@@ -38,14 +47,22 @@ def check(ctx: CheckContext, params: dict[str, Any]) -> Verdict:
     details = {
         "expected": expected, "delivered": expected - missing, "missing": missing,
         "pairs": table, "missing_msgs": [r.asDict() for r in first_missing],
+        "missing_fates": dict(sorted(fate_counts.items(), key=lambda kv: (-kv[1], kv[0]))),
         "unexpected_deliveries": int(strays["unexpected"]), "deliveries_of_unsent_ids": int(strays["unsent"] or 0),
         "ignored_receivers": ignored,
     }
     if over(missing, params["max_missing"]):
         worst = sorted((p for p in table if p["missing"]), key=lambda p: -p["missing"])[:3]
         where = ", ".join(f"{p['sender']}->{p['receiver']}: {p['missing']}" for p in worst)
-        return Verdict(FAIL, f"{missing} of {expected} expected deliveries missing ({where})", details)
+        why = ", ".join(f"{n} {label}" for label, n in details["missing_fates"].items())
+        return Verdict(FAIL, f"{missing} of {expected} expected deliveries missing ({where}); at the receivers: "
+                             f"{why}", details)
     return Verdict(OK, f"{expected - missing} of {expected} expected deliveries made", details)
+
+
+def _fate_label(fate: str, reason: str | None) -> str:
+    """`discarded (below_window)`, `never_arrived`, ...: a fate with the data_rx action that explains it."""
+    return fate if reason is None else f"{fate} ({reason})"
 
 
 CHECK = Check(

@@ -58,6 +58,7 @@ class Scenario:
     run_id: str = "fixture-run"
     events: list[Ev] = field(default_factory=list)
     counters: dict[str, int] = field(default_factory=dict)
+    victim: str | None = None  # the message an anomaly is about
 
     def add(self, node: str, t_s: float, type_: str, **fields: Any) -> None:
         self.events.append(Ev(node, t_s, type_, fields))
@@ -71,7 +72,7 @@ class Scenario:
         msg_id = self.new_id(sender)
         self.add(sender, t_s, "app_send", msg_id=msg_id, kind="multicast", to="*", size=100)
         self.add(sender, t_s, "data_tx", proto="nakack4", to="*", seqno=seqno, conn_id=0, first=False,
-                 resend=False, size=100)
+                 resend=False, size=100, msg_id=msg_id)
         for receiver, at in delivered_at.items():
             self.add(receiver, at, "data_rx", proto="nakack4", **{"from": sender}, seqno=seqno, conn_id=0,
                      first=False, action="deliver")
@@ -83,7 +84,7 @@ class Scenario:
         msg_id = self.new_id(sender)
         self.add(sender, t_s, "app_send", msg_id=msg_id, kind="unicast", to=receiver, size=50)
         self.add(sender, t_s, "data_tx", proto="unicast3", to=receiver, seqno=seqno, conn_id=7, first=seqno == 1,
-                 resend=False, size=50)
+                 resend=False, size=50, msg_id=msg_id)
         if delivered_s is not None:
             self.add(receiver, delivered_s, "data_rx", proto="unicast3", **{"from": sender}, seqno=seqno, conn_id=7,
                      first=seqno == 1, action="deliver")
@@ -180,11 +181,24 @@ def clean_scenario() -> Scenario:
 
 # --- anomalies: each returns a new scenario -----------------------------------------------------------------
 def with_lost_message() -> Scenario:
-    """n3 never delivers n1's phase-C multicast."""
+    """n3 never delivers n1's phase-C multicast: it never arrives there."""
     s = clean_scenario()
     victim = s.find("app_send", node="n1")[-1].fields["msg_id"]
-    s.events = [e for e in s.events if not (e.type == "app_deliver" and e.node == "n3"
-                                            and e.fields["msg_id"] == victim)]
+    seqno = s.find("data_tx", node="n1", msg_id=victim)[0].fields["seqno"]
+    s.events = [e for e in s.events if not (
+        (e.type == "app_deliver" and e.node == "n3" and e.fields["msg_id"] == victim)
+        or (e.type == "data_rx" and e.node == "n3" and e.fields["from"] == "n1" and e.fields["seqno"] == seqno))]
+    return s
+
+
+def with_missing_at_the_receiver(action: str) -> Scenario:
+    """n3 never delivers n2's last unicast: it arrived and the receiver recorded `action` for it (below_window,
+    wrong_conn, ...: discarded; buffer: held behind a gap)."""
+    s = clean_scenario()
+    victim = s.unicast("n2", "n3", 4.2, None, seqno=4)
+    s.add("n3", 4.21, "data_rx", proto="unicast3", **{"from": "n2"}, seqno=4, conn_id=7, first=False, action=action)
+    s.add("n2", 4.3, "data_tx", proto="unicast3", to="n3", seqno=4, conn_id=7, first=False, resend=True, size=50)
+    s.victim = victim
     return s
 
 

@@ -63,6 +63,20 @@ def test_lost_message_is_named(analyzed):  # noqa: F811
     assert details["missing"] == 1
     assert [(m["msg_id"], m["receiver"]) for m in details["missing_msgs"]] == [(lost, "n3")]
     assert {(p["sender"], p["receiver"]): p["missing"] for p in details["pairs"]}[("n1", "n3")] == 1
+    assert details["missing_msgs"][0]["fate"] == "never_arrived" and details["missing_fates"] == {"never_arrived": 1}
+
+
+@pytest.mark.parametrize("action, fate", [("below_window", "discarded (below_window)"),
+                                          ("wrong_conn", "discarded (wrong_conn)"), ("buffer", "buffered")])
+def test_a_missing_message_says_what_became_of_it_at_the_receiver(tmp_path, spark, action, fate):  # noqa: F811
+    scenario = pf.with_missing_at_the_receiver(action)
+    summary = api.analyze(scenario.write(tmp_path / "run"), spark=spark, report=False)
+    delivery = summary.checks["delivery"]
+    assert delivery.status == "fail"
+    [missing] = delivery.details["missing_msgs"]
+    assert (missing["msg_id"], missing["seqno"], missing["resends"]) == (scenario.victim, 4, 1)
+    assert delivery.details["missing_fates"] == {fate: 1}
+    assert f"1 {fate}" in delivery.reason, delivery.reason
 
 
 def test_endless_retransmission_names_the_seqno(analyzed):  # noqa: F811
