@@ -23,7 +23,7 @@ from node.history import HistoryWriter
 from node.incarnation import DROP_REASONS, RESTARTED, SAME, Lives
 from node.stack import Stack
 from node.workload import Workload, WorkloadSpec
-from node.wire import cluster_id_of, decode_datagram_from, encode_datagram, encode_message, header_size
+from node.wire import bundle, cluster_id_of, decode_datagram_from, encode_message
 
 RESOLVE_RETRY_S = 0.5
 MAX_DROP_EVENTS_PER_REASON = 100
@@ -229,23 +229,8 @@ class NodeRuntime:
             self.counters["messages_sent"] += len(encoded)
 
     def _bundle(self, encoded: list[bytes]) -> list[bytes]:
-        """Pack encoded messages into datagrams of at most `bundle_max_bytes` (one each when bundling is off)."""
-        limit = self.config.bundle_max_bytes
-        if limit == 0:
-            return [encode_datagram(self.cluster_id, self.config.name, [m], self.boot) for m in encoded]
-        head = header_size(self.config.name)
-        out: list[bytes] = []
-        batch: list[bytes] = []
-        size = head
-        for msg in encoded:
-            if batch and size + len(msg) > limit:
-                out.append(encode_datagram(self.cluster_id, self.config.name, batch, self.boot))
-                batch, size = [], head
-            batch.append(msg)
-            size += len(msg)
-        if batch:
-            out.append(encode_datagram(self.cluster_id, self.config.name, batch, self.boot))
-        return out
+        """Pack encoded messages into datagrams (`bundle_max_bytes`, and at most MAX_MESSAGES each)."""
+        return bundle(self.cluster_id, self.config.name, encoded, self.boot, self.config.bundle_max_bytes)
 
     # --- application ------------------------------------------------------------------------------------------
     def new_msg_id(self) -> str:

@@ -104,6 +104,28 @@ def encode_datagram(cluster_id: int, sender: str, messages: list[Message] | list
     return data
 
 
+def bundle(cluster_id: int, sender: str, encoded: list[bytes], incarnation: int, limit_bytes: int) -> list[bytes]:
+    """Pack encoded messages (from `encode_message`) into as few datagrams as fit `limit_bytes` each (capped at
+    MAX_DATAGRAM_BYTES) and MAX_MESSAGES messages each, in order; `limit_bytes` 0 is one message per datagram.
+    The runtime and the simulator both bundle through here."""
+    if limit_bytes == 0 or len(encoded) == 1:
+        return [encode_datagram(cluster_id, sender, [m], incarnation) for m in encoded]
+    head = header_size(sender)
+    limit_bytes = min(limit_bytes, MAX_DATAGRAM_BYTES)
+    out: list[bytes] = []
+    batch: list[bytes] = []
+    size = head
+    for msg in encoded:
+        if batch and (size + len(msg) > limit_bytes or len(batch) >= MAX_MESSAGES):
+            out.append(encode_datagram(cluster_id, sender, batch, incarnation))
+            batch, size = [], head
+        batch.append(msg)
+        size += len(msg)
+    if batch:
+        out.append(encode_datagram(cluster_id, sender, batch, incarnation))
+    return out
+
+
 def header_size(sender: str) -> int:
     """Bytes of the datagram header for `sender` (for bundling size limits)."""
     return _HEAD.size + len(sender.encode()) + _COUNT.size

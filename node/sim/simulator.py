@@ -33,8 +33,7 @@ from node.incarnation import DROP_REASONS, RESTARTED, SAME, Lives
 from node.sim.faults import DELAY, DROP, HOLD, FaultTable, MsgFault
 from node.sim.network import LinkSpec, Network
 from node.stack import Stack
-from node.wire import (MAX_DATAGRAM_BYTES, MAX_MESSAGES, Message, decode_datagram_from, encode_datagram,
-                       encode_message, header_size)
+from node.wire import Message, bundle, decode_datagram_from, encode_datagram, encode_message
 
 SIM_CLUSTER_ID = 0x5EED5EED
 SIM_EPOCH_MS = 1_700_000_000_000  # the simulated unix clock at t=0 for seed 0 (each seed starts elsewhere)
@@ -402,20 +401,4 @@ class Simulator:
                 self._push(self.now_s + extra_s + delay_s, _DGRAM, (src, dst, data))
 
     def _bundle(self, src: str, encoded: list[bytes]) -> list[bytes]:
-        limit = self.bundle_max_bytes
-        if limit == 0 or len(encoded) == 1:
-            return [encode_datagram(self.cluster_id, src, [m], self.incarnation[src]) for m in encoded]
-        head = header_size(src)
-        limit = min(limit, MAX_DATAGRAM_BYTES)
-        out: list[bytes] = []
-        batch: list[bytes] = []
-        size = head
-        for msg in encoded:
-            if batch and (size + len(msg) > limit or len(batch) >= MAX_MESSAGES):
-                out.append(encode_datagram(self.cluster_id, src, batch, self.incarnation[src]))
-                batch, size = [], head
-            batch.append(msg)
-            size += len(msg)
-        if batch:
-            out.append(encode_datagram(self.cluster_id, src, batch, self.incarnation[src]))
-        return out
+        return bundle(self.cluster_id, src, encoded, self.incarnation[src], self.bundle_max_bytes)
