@@ -584,7 +584,8 @@ class Nakack4Highest(Message):
 @register
 @dataclass(frozen=True)
 class Nakack4Ack(Message):
-    """Receiver to sender: highest delivered `seqno` (cumulative); `flags` carries SYNC_CAPABLE."""
+    """Receiver to sender: highest delivered `seqno` (cumulative); `flags` carries SYNC_CAPABLE in bit 0 and, in
+    bits 1-7, the sync generation of the BcastState it acknowledges (0: a plain ACK; node/multicast/sync.py)."""
 
     TYPE: ClassVar[int] = 52
     FORMAT: ClassVar[str] = "QB"
@@ -597,7 +598,7 @@ class Nakack4Ack(Message):
 class BcastState(Message):
     """Unicast, sender to a peer it adds to its receivers: my next multicast seqno is `next_seqno`, and I still hold
     everything from `low_seqno` for you (TIPC BCAST_PROTOCOL/STATE; from a legacy node, the link ACTIVATE hello).
-    `flags` carries SYNC_CAPABLE."""
+    `flags` carries SYNC_CAPABLE in bit 0 and the sync generation in bits 1-7 (node/multicast/sync.py)."""
 
     TYPE: ClassVar[int] = 53
     FORMAT: ClassVar[str] = "QQB"

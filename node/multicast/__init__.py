@@ -3,7 +3,8 @@ broadcast-link start sync (`bcast_sync`: `tipc`, the fix, or `legacy`, the race)
 
 - `Nakack4` (nakack4.py): the stack layer (claims the multicast type range 48-79) with `state(now_s)`.
 - `Nakack4Config` (config.py), `WindowFull` / `SenderClosed` (errors.py).
-- ring.py (ring buffers and windows), receiver.py, sender.py, sync.py: the parts.
+- ring.py (ring buffers and windows), receiver.py, sender.py, sync.py, bounds.py (the per-field checks of
+  every wire message and the drop vocabulary): the parts.
 - sim.py: ready-made simulations of members with membership and multicast.
 
 `make_multicast(variant, local, config, members, bcast_sync)` builds the layer (`variant`: nakack4).

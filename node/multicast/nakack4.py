@@ -13,12 +13,22 @@ Sender (the local member's own messages):
 Receiver (one window per sender):
 - accepts low < seqno <= low + capacity, drops and counts the rest (`below_window`, `outside_window`), delivers
   in order; an ACK (highest delivered) leaves after `ack_threshold` deliveries or with the next task run, which
-  also sends an `XMIT_REQ` to the sender for every gap (up to `max_xmit_req_size` seqnos; a seqno already
-  asked for is asked again after 2, 4, 8, ... runs (at most 1 s), so answers in flight are not asked twice).
+  also sends an `XMIT_REQ` to the sender for the gaps that persist (JGroups' xmit task: only seqnos already
+  missing at the previous run, so reordering is not asked for; up to `max_xmit_req_size` seqnos; a seqno
+  already asked for is asked again after 2, 4, 8, ... runs (at most 1 s), so answers in flight are not asked
+  twice).
 Views: a member that left stops holding `low` back (which can release a blocked sender); its unacked messages
 and its window are retained for `retain_departed_ms` so it gets everything if it comes back after a partition.
 A member the view adds is synchronised by the broadcast-link start sync (`sync.py`: `tipc` or `legacy`); the
-BcastState it gets is the digest entry of that sender (views carry no digest here).
+BcastState it gets is the digest entry of that sender (views carry no digest here). Under tipc a kept window
+that the view re-activates accepts nothing and asks for nothing until a BcastState of its sender newer than its
+departure arrives (it asks for one with `BcastStateReq`); the BcastState is resent until the ACK echoing its
+generation comes back, and a sender asked for seqnos a receiver has not acked and it no longer holds answers
+with its BcastState (the receiver skips what is gone). Legacy keeps the seed's race.
+Bounds: every field of every message is checked against this member's own state before it drives a loop or an
+allocation (rules and drop names: bounds.py); out-of-range messages are counted in `counters` and emitted
+(`data_rx` / `ack_rx` / `xmit_req_rx` / `bcast_state_rx` with `action: discarded` and a `reason`, or
+`msg_dropped` for message types without an rx event).
 `send_atomic` and the `stall_ms` argument of `send` model concurrent application threads (see sender.py).
 """
 from __future__ import annotations
@@ -26,16 +36,17 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, ClassVar, Hashable, Iterable
 
-from node.core import Deliver, Effect, Emit, Protocol, Send, SetTimer, payload_arg
+from node.core import Deliver, Effect, Emit, Protocol, Send, SetTimer, payload_arg, payload_msg_id
 from node.errors import ConfigError, UsageError
+from node.multicast.bounds import SEQNO_MAX, state_problem, xmit_req_problem
 from node.multicast.config import SYNC_MODES, Nakack4Config
 from node.multicast.errors import SenderClosed, WindowFull
 from node.multicast.receiver import RecvEntry
 from node.multicast.ring import NEW, ReceiveWindow, SendWindow
 from node.multicast.sender import Blocking, Departed, SendLock
-from node.multicast.sync import StartSync
-from node.wire import (HEAD_BYTES, MAX_DATAGRAM_BYTES, MAX_SENDER_BYTES, BcastState, BcastStateReq, Nakack4Ack,
-                       Nakack4Highest, Nakack4Msg, Nakack4XmitReq, Nakack4XmitRsp)
+from node.multicast.sync import StartSync, gen_of
+from node.wire import (HEAD_BYTES, MAX_DATAGRAM_BYTES, MAX_SENDER_BYTES, SYNC_CAPABLE, BcastState, BcastStateReq,
+                       Nakack4Ack, Nakack4Highest, Nakack4Msg, Nakack4XmitReq, Nakack4XmitRsp)
 
 XMIT_TIMER = "xmit"
 XMIT_BACKOFF_MAX_S = 1.0  # a seqno asked for is asked again after 2, 4, 8, ... xmit intervals, at most this
@@ -58,11 +69,13 @@ class Nakack4(Protocol):
         self.local = local
         self.config = config
         self.members: tuple[str, ...] = tuple(members) if members is not None else (local,)
+        self.known: set[str] = set(self.members)  # every member any of our views held: per-peer state only for them
         self.view_id: tuple[str, int] | None = None
         self.send = SendWindow(config.capacity)
         self.acks: dict[str, int] = {m: 0 for m in self.members if m != local}
         self.departed: dict[str, Departed] = {}
         self.windows: dict[str, RecvEntry] = {m: RecvEntry(ReceiveWindow(config.capacity)) for m in self.acks}
+        self.delivered_up_to: dict[str, int] = {}  # highest delivered of senders whose window was dropped
         self.sync = StartSync(bcast_sync, config.sync_interval_ms / 1000)
         self.blocking = Blocking()
         self.lock = SendLock()
@@ -71,6 +84,7 @@ class Nakack4(Protocol):
         self._stalled: dict[int, bytes] = {}  # seqno -> payload taken but not yet sent (stall_ms without atomic)
         self._xmit_s = config.xmit_interval_ms / 1000
         self._retain_s = config.retain_departed_ms / 1000
+        self._xmit_limit = min(config.max_xmit_req_size, config.capacity)  # seqnos looked at per XMIT_REQ
         self._ack_threshold = config.effective_ack_threshold
         self._timer_at: float | None = None
         self._sent_since_run = False
@@ -124,6 +138,7 @@ class Nakack4(Protocol):
         old, new = set(self.members), set(members)
         self.view_id = tuple(view_id)
         self.members = tuple(members)
+        self.known.update(members)
         out: list[Effect] = []
         for peer in sorted(old - new - {self.local}):
             out += self._receiver_left(now_s, peer)
@@ -139,6 +154,7 @@ class Nakack4(Protocol):
         if peer == self.local or peer not in self.members:
             return []
         self.windows.pop(peer, None)
+        self.delivered_up_to.pop(peer, None)  # a new life: its seqnos start again
         self.departed.pop(peer, None)
         self.acks.pop(peer, None)
         self.sync.remove_receiver(peer)
@@ -168,7 +184,7 @@ class Nakack4(Protocol):
         msg = Nakack4Msg(seqno, payload)
         out += [Send(m, msg) for m in self.members if m != self.local]
         out.append(Emit("data_tx", {"proto": self.NAME, "to": "*", "seqno": seqno, "conn_id": 0, "first": False,
-                                    "resend": False, "size": len(payload)}))
+                                    "resend": False, "size": len(payload), "msg_id": payload_msg_id(payload)}))
         self.counters["sent"] += 1
         self._sent_since_run = True
         self._tx_high = max(self._tx_high, seqno)
@@ -250,23 +266,35 @@ class Nakack4(Protocol):
         return out
 
     def _on_ack(self, now_s: float, src: str, msg: Nakack4Ack) -> list[Effect]:
-        self.sync.note_flags(src, msg.flags)
         out: list[Effect] = []
-        action = "discarded"
+        if src in self.members:
+            self.sync.note_flags(src, msg.flags)
+        action, reason = "discarded", None
         if msg.seqno > self.send.high:
             self.counters["acks_above_sent"] += 1
+            reason = "above_sent"
         elif src in self.acks:
-            self.sync.acked(src)
+            ends, _ = self.sync.acked(src, msg.flags)
+            if ends:
+                self.counters["states_acked"] += 1
+            elif gen_of(msg.flags):
+                self.counters["state_acks_stale"] += 1  # it answers another episode's state: ours goes on
             if msg.seqno > self.acks[src]:
                 self.acks[src] = msg.seqno
             action = "accepted"
-        elif src in self.members and self.sync.acked(src):  # legacy: its first ACK makes it a receiver
+        elif src in self.members and self.sync.acked(src, msg.flags)[1]:  # legacy: its first ACK: a receiver
             self.acks[src] = msg.seqno
             action = "accepted"
         else:
             self.counters["acks_from_non_members"] += 1
-        out.append(Emit("ack_rx", {"proto": self.NAME, "from": src, "seqno": msg.seqno, "conn_id": 0,
-                                   "action": action}))
+            reason = "not_member"
+        event = {"proto": self.NAME, "from": src, "seqno": min(msg.seqno, SEQNO_MAX), "conn_id": 0,
+                 "action": action}
+        if reason is not None:
+            event["reason"] = reason
+            if msg.seqno > SEQNO_MAX:
+                event["detail"] = f"seqno {msg.seqno}"
+        out.append(Emit("ack_rx", event))
         if src in self.members and src not in self.windows:
             guess = self.sync.guess_on_ack(src)
             if guess is not None:  # legacy: the peer is up, start its window from our own guess
@@ -286,16 +314,27 @@ class Nakack4(Protocol):
                 self.departed[peer] = Departed(ack, now_s)
             if entry is not None:
                 entry.retained_since_s = now_s
+                entry.awaiting_state = False  # retained: takes what arrives, asks for nothing
+                entry.needs_state = not self.sync.legacy_with(peer)
             out.append(SetTimer(("expire", peer), now_s + self._retain_s))
         elif entry is not None:
-            del self.windows[peer]
+            self._drop_window(peer)
         self.counters["receivers_left"] += 1
         return out
 
     def _receiver_added(self, now_s: float, peer: str) -> list[Effect]:
+        out: list[Effect] = []
         entry = self.windows.get(peer)
         if entry is not None:
             entry.retained_since_s = None
+            entry.prev_highest_missing = None
+            if entry.needs_state and not self.sync.legacy_with(peer):
+                # TIPC: accept nothing before the BcastState (the sender may have purged what we lack)
+                entry.awaiting_state = True
+                self.counters["windows_awaiting_state"] += 1
+                out.append(Emit("bcast_window", {"proto": self.NAME, "peer": peer, "low": entry.window.low,
+                                                 "how": "awaiting"}))
+                self._ask_state(now_s, peer, out)
         departed = self.departed.pop(peer, None)
         low_seqno = self.send.high + 1
         if departed is not None:
@@ -306,7 +345,12 @@ class Nakack4(Protocol):
         elif departed is not None:
             self.departed[peer] = departed  # legacy: keep its messages until its first ACK or the expiry
         self.counters["receivers_added"] += 1
-        return [Send(peer, msg), self._state_event("bcast_state_tx", peer, msg)]
+        return out + [Send(peer, msg), self._state_event("bcast_state_tx", peer, msg)]
+
+    def _drop_window(self, peer: str) -> None:
+        """Forget the window of `peer`, but not how far we delivered: a state that starts a new window below it
+        (our last ack to it was lost) must not deliver those messages twice."""
+        self.delivered_up_to[peer] = self.windows.pop(peer).window.low
 
     def _expire(self, now_s: float, peer: str) -> list[Effect]:
         if peer in self.members:
@@ -317,47 +361,83 @@ class Nakack4(Protocol):
             self._release()
         entry = self.windows.get(peer)
         if entry is not None and not entry.active and now_s - entry.retained_since_s >= self._retain_s - 1e-9:
-            del self.windows[peer]
+            self._drop_window(peer)
             self.counters["windows_expired"] += 1
         return []
 
     def _on_xmit_req(self, now_s: float, src: str, msg: Nakack4XmitReq) -> list[Effect]:
         if msg.sender != self.local:
             self.counters["xmit_reqs_for_others"] += 1  # only original senders retransmit here
-            return []
+            return [self._xmit_req_discarded(src, msg.seqnos[:self._xmit_limit], "not_original_sender")]
+        seqnos = msg.seqnos[:self._xmit_limit]  # the rest: the requester's next run asks again
+        if len(msg.seqnos) > len(seqnos):
+            self.counters["xmit_seqnos_over_limit"] += len(msg.seqnos) - len(seqnos)
+        problem = xmit_req_problem(seqnos, self.send.high)
+        if problem is not None:
+            self.counters[f"xmit_reqs_{problem}"] += 1
+            return [self._xmit_req_discarded(src, seqnos, problem)]
         out: list[Effect] = []
         found: list[int] = []
         missing: list[int] = []
-        for seqno in msg.seqnos:
+        for seqno in seqnos:
             payload = self.send.get(seqno)
             if payload is None:
                 missing.append(seqno)
                 continue
             found.append(seqno)
-            if len(found) <= self.config.max_xmit_req_size:
-                out.append(Send(src, Nakack4XmitRsp(seqno, payload)))
-                out.append(Emit("data_tx", {"proto": self.NAME, "to": src, "seqno": seqno, "conn_id": 0,
-                                            "first": False, "resend": True, "size": len(payload)}))
-                if seqno in self._stalled:
-                    self.counters["resent_before_sent"] += 1
+            out.append(Send(src, Nakack4XmitRsp(seqno, payload)))
+            out.append(Emit("data_tx", {"proto": self.NAME, "to": src, "seqno": seqno, "conn_id": 0,
+                                        "first": False, "resend": True, "size": len(payload)}))
+            if seqno in self._stalled:
+                self.counters["resent_before_sent"] += 1
         self.counters["resent"] += len(found)
         self.counters["xmit_missing"] += len(missing)
-        out.append(Emit("xmit_req_rx", {"proto": self.NAME, "from": src, "seqnos": list(msg.seqnos),
-                                        "found": found, "missing": missing}))
+        event = {"proto": self.NAME, "from": src, "seqnos": list(seqnos), "found": found, "missing": missing}
+        if len(msg.seqnos) > len(seqnos):
+            event["over_limit"] = len(msg.seqnos) - len(seqnos)
+        out.append(Emit("xmit_req_rx", event))
+        acked = self.acks.get(src)
+        if missing and acked is not None and max(missing) > acked and not self.sync.legacy_with(src):
+            # it lacks seqnos we no longer hold (a window not synchronised by our state): tell it where we are
+            out += self._resync(now_s, src, "xmit_missing", again_now=False)
         return out
 
+    def _xmit_req_discarded(self, src: str, seqnos: tuple[int, ...], reason: str) -> Emit:
+        return Emit("xmit_req_rx", {"proto": self.NAME, "from": src, "seqnos": [min(s, SEQNO_MAX) for s in seqnos],
+                                    "found": [], "missing": [], "action": "discarded", "reason": reason})
+
+    def _resync(self, now_s: float, peer: str, why: str, again_now: bool) -> list[Effect]:
+        """Send receiver `peer` our BcastState: a new episode (resent until its ACK), or the one under way if
+        `again_now` (else the retransmit task resends that one)."""
+        item = self.sync.outgoing.get(peer)
+        under_way = item is not None and not item.frozen
+        if under_way and not again_now:
+            return []
+        if not under_way:
+            self.counters[f"resyncs_on_{why}"] += 1
+        state = self.sync.resync(now_s, peer, self.send.high + 1, self.acks[peer] + 1)
+        return [Send(peer, state), self._state_event("bcast_state_tx", peer, state)]
+
     def _on_state_req(self, now_s: float, src: str, msg: BcastStateReq) -> list[Effect]:
-        self.sync.note_flags(src, msg.flags)
-        if src not in self.acks:
+        if src not in self.acks:  # (also the normal race of a merge: it installed the view before we did)
             self.counters["state_reqs_ignored"] += 1
             return []
-        state = BcastState(self.send.high + 1, self.acks[src] + 1, self.sync.flags)
-        return [Send(src, state), self._state_event("bcast_state_tx", src, state)]
+        self.sync.note_flags(src, msg.flags)
+        if self.sync.legacy_with(src):
+            state = BcastState(self.send.high + 1, self.acks[src] + 1, self.sync.flags)
+            return [Send(src, state), self._state_event("bcast_state_tx", src, state)]
+        return self._resync(now_s, src, "request", again_now=True)  # (the receiver rate-limits its requests)
 
     def _state_event(self, type_: str, peer: str, msg: BcastState) -> Emit:
         return Emit(type_, {"peer": peer, "next_seqno": msg.next_seqno, "low": msg.low_seqno,
+                            "gen": gen_of(msg.flags),
                             "sync": self.sync.mode if type_.endswith("_tx") else
-                            ("tipc" if msg.flags & 1 else "legacy")})
+                            ("tipc" if msg.flags & SYNC_CAPABLE else "legacy")})
+
+    def _dropped(self, src: str, msg: Any, reason: str, detail: str) -> Emit:
+        """A message without an rx event of its own, dropped (history `msg_dropped`)."""
+        return Emit("msg_dropped", {"proto": self.NAME, "from": src, "msg": type(msg).__name__, "reason": reason,
+                                    "detail": detail})
 
     # --- receiving --------------------------------------------------------------------------------------------
     def _new_window(self, peer: str, low: int, how: str, out: list[Effect]) -> RecvEntry:
@@ -367,17 +447,22 @@ class Nakack4(Protocol):
         out.append(Emit("bcast_window", {"proto": self.NAME, "peer": peer, "low": low, "how": how}))
         return entry
 
-    def _data_rx(self, src: str, seqno: int, action: str, resend: bool) -> Emit:
-        return Emit("data_rx", {"proto": self.NAME, "from": src, "seqno": seqno, "conn_id": 0, "first": False,
-                                "action": action, "resend": resend})
+    def _data_rx(self, src: str, seqno: int, action: str, resend: bool, reason: str | None = None) -> Emit:
+        event = {"proto": self.NAME, "from": src, "seqno": min(seqno, SEQNO_MAX), "conn_id": 0, "first": False,
+                 "action": action, "resend": resend}
+        if reason is not None:
+            event["reason"] = reason
+        if seqno > SEQNO_MAX:
+            event["detail"] = f"seqno {seqno}"
+        return Emit("data_rx", event)
 
     def _on_msg(self, now_s: float, src: str, msg: Nakack4Msg | Nakack4XmitRsp) -> list[Effect]:
         resend = type(msg) is Nakack4XmitRsp
         out: list[Effect] = []
         entry = self.windows.get(src)
-        if entry is None:
-            self.counters["no_window"] += 1
-            out.append(self._data_rx(src, msg.seqno, "no_conn", resend))
+        if entry is None or not entry.accepting:
+            self.counters["no_window" if entry is None else "msgs_not_synced"] += 1
+            out.append(self._data_rx(src, msg.seqno, "no_conn", resend, None if entry is None else "not_synced"))
             self._ask_state(now_s, src, out)
             return out
         if not resend and msg.seqno in entry.requested:
@@ -412,11 +497,12 @@ class Nakack4(Protocol):
         if entry.delivered_since_ack >= self._ack_threshold:
             self._send_ack(src, entry, out)
 
-    def _send_ack(self, peer: str, entry: RecvEntry, out: list[Effect]) -> None:
+    def _send_ack(self, peer: str, entry: RecvEntry, out: list[Effect], gen: int = 0) -> None:
+        """ACK our highest delivered seqno of `peer` (`gen`: answering its BcastState of that generation)."""
         entry.delivered_since_ack = 0
         entry.ack_pending = False
         seqno = entry.window.low
-        out.append(Send(peer, Nakack4Ack(seqno, self.sync.flags)))
+        out.append(Send(peer, Nakack4Ack(seqno, self.sync.ack_flags(gen))))
         out.append(Emit("ack_tx", {"proto": self.NAME, "to": peer, "seqno": seqno, "conn_id": 0}))
 
     def _ask_state(self, now_s: float, src: str, out: list[Effect]) -> None:
@@ -426,41 +512,84 @@ class Nakack4(Protocol):
 
     def _on_highest(self, now_s: float, src: str, msg: Nakack4Highest) -> list[Effect]:
         out: list[Effect] = []
+        if msg.seqno > SEQNO_MAX:
+            self.counters["highest_absurd_seqno"] += 1
+            out.append(self._dropped(src, msg, "absurd_seqno", f"seqno {msg.seqno}"))
+            return out
         entry = self.windows.get(src)
-        if entry is None:
+        if entry is None or not entry.accepting:
+            self.counters["highest_no_window" if entry is None else "highest_not_synced"] += 1
             self._ask_state(now_s, src, out)
             return out
         if msg.seqno <= entry.window.low:
             entry.ack_pending = True  # it has unacked messages we delivered: our ack was lost
         else:
-            entry.window.note_highest(msg.seqno)
+            entry.window.note_highest(msg.seqno)  # at most low + capacity: O(1), later walks O(capacity)
         return out
 
     def _on_state(self, now_s: float, src: str, msg: BcastState) -> list[Effect]:
-        self.sync.note_flags(src, msg.flags)
+        problem = state_problem(msg) if src in self.known else "not_member"
+        if problem is not None:
+            self.counters[f"states_{problem}"] += 1
+            return [Emit("bcast_state_rx", {"peer": src, "action": "discarded", "reason": problem,
+                                            "detail": f"next_seqno {msg.next_seqno}, low_seqno {msg.low_seqno}"})]
         out: list[Effect] = [self._state_event("bcast_state_rx", src, msg)]
+        gen = gen_of(msg.flags) if msg.flags & SYNC_CAPABLE else 0
+        self.sync.note_flags(src, msg.flags)
         entry = self.windows.get(src)
         if entry is None:
-            entry = self._new_window(src, self.sync.start_low(src, msg), "state", out)
-        elif not self.sync.legacy_with(src):
-            if entry.window.low + 1 < msg.low_seqno:  # it no longer holds what we miss: skip across the gap
-                held, lost = entry.window.skip_to(msg.low_seqno - 1)
-                entry.counters["skipped"] += lost
-                self.counters["skipped"] += lost
-                if lost:
-                    out.append(Emit("bcast_skip", {"proto": self.NAME, "peer": src, "lost": lost,
-                                                   "low": entry.window.low}))
-                self._deliver(src, entry, held + entry.window.drain(), out)
-            entry.window.note_highest(msg.next_seqno - 1)
-        self._send_ack(src, entry, out)  # tells the sender we are synchronised (legacy: our NAME_DISTR)
+            low = self.sync.start_low(src, msg)
+            if not self.sync.legacy_with(src):  # never below what we delivered before dropping its window
+                low = max(low, self.delivered_up_to.get(src, 0))
+            entry = self._new_window(src, low, "state", out)
+            entry.synced_gen = gen
+            if src not in self.members:  # no longer in our view: kept, asking for nothing, until the view adds it
+                entry.retained_since_s = now_s
+                out.append(SetTimer(("expire", src), now_s + max(self._retain_s, self.sync.interval_s)))
+        if not self.sync.legacy_with(src):
+            # the generation applied last, again: harmless for a synchronised window, but no sync for a window
+            # that has been kept since (it is from before its sender left)
+            stale = gen != 0 and gen == entry.synced_gen and (entry.needs_state or entry.awaiting_state)
+            if stale:
+                self.counters["states_stale"] += 1
+            else:
+                self._apply_state(src, entry, msg, gen, out)
+        self._send_ack(src, entry, out, gen)  # tells the sender we are synchronised (legacy: our NAME_DISTR)
         return out
 
+    def _apply_state(self, src: str, entry: RecvEntry, msg: BcastState, gen: int, out: list[Effect]) -> None:
+        """A tipc BcastState of `src`: skip what it no longer holds (O(capacity)), note its highest, and count
+        the window synchronised (an awaiting one takes messages again)."""
+        window = entry.window
+        if window.low + 1 < msg.low_seqno:  # it no longer holds what we miss: skip across the gap
+            held, lost = window.skip_to(msg.low_seqno - 1)
+            entry.counters["skipped"] += lost
+            self.counters["skipped"] += lost
+            entry.prev_highest_missing = None
+            entry.forget_requests_up_to(window.low)
+            if lost:
+                out.append(Emit("bcast_skip", {"proto": self.NAME, "peer": src, "lost": lost, "low": window.low}))
+            self._deliver(src, entry, held + window.drain(), out)
+        window.note_highest(msg.next_seqno - 1)
+        entry.synced_gen = gen
+        entry.needs_state = False
+        if entry.awaiting_state:
+            entry.awaiting_state = False
+            entry.prev_highest_missing = None
+            self.counters["windows_resynced"] += 1
+            out.append(Emit("bcast_window", {"proto": self.NAME, "peer": src, "low": window.low, "how": "state"}))
+
     # --- the retransmit task ----------------------------------------------------------------------------------
+    def _unsynced_members(self) -> list[str]:
+        """tipc: members of the view we have no window for (we wait for their BcastState, and ask for it)."""
+        return [m for m in self.members if m != self.local and m not in self.windows
+                and not self.sync.legacy_with(m)]
+
     def _needs_timer(self) -> bool:
-        if self.send.high > self.send.low or self.sync.outgoing:
+        if self.send.high > self.send.low or self.sync.outgoing or self._unsynced_members():
             return True
         for peer, entry in self.windows.items():
-            if entry.delivered_since_ack or entry.ack_pending:
+            if entry.delivered_since_ack or entry.ack_pending or entry.awaiting_state:
                 return True
             if entry.active and entry.window.has_gaps():
                 return True
@@ -468,19 +597,25 @@ class Nakack4(Protocol):
 
     def _xmit_task(self, now_s: float) -> list[Effect]:
         out: list[Effect] = []
-        limit = self.config.max_xmit_req_size
+        limit = min(self._xmit_limit, Nakack4XmitReq.MAX_SEQNOS)
         for peer, entry in self.windows.items():
+            if entry.awaiting_state:  # accepts nothing, asks for nothing but the state
+                self._ask_state(now_s, peer, out)
+                continue
             if entry.delivered_since_ack or entry.ack_pending:
                 self._send_ack(peer, entry, out)
             entry.forget_requests_up_to(entry.window.low - entry.window.capacity)
             if not entry.active or not entry.window.has_gaps():
+                entry.prev_highest_missing = None
                 continue
-            missing = entry.window.missing(limit)
+            missing = entry.persistent_gaps(entry.window.missing(limit))
             missing = entry.to_ask(now_s, missing, self._xmit_s, XMIT_BACKOFF_MAX_S) if missing else missing
             if missing:
                 entry.counters["xmit_reqs"] += 1
                 out.append(Send(peer, Nakack4XmitReq(peer, tuple(missing))))
                 out.append(Emit("xmit_req_tx", {"proto": self.NAME, "to": peer, "seqnos": missing}))
+        for peer in self._unsynced_members():  # an idle sender would never make us ask: ask now
+            self._ask_state(now_s, peer, out)
         for peer, msg in self.sync.due(now_s, self.send.high + 1, {p: a + 1 for p, a in self.acks.items()}):
             out.append(Send(peer, msg))
             out.append(self._state_event("bcast_state_tx", peer, msg))

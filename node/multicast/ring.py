@@ -5,11 +5,14 @@ consecutive seqnos are held at a time and a newer seqno overwrites the one `capa
 
 `SendWindow` (the seed: low = highest acked by everyone, high = highest sent): a new seqno fits while
 `seqno - low <= capacity`; otherwise the sender must wait for acks (blocked). `set_low(to)` moves `low` to the
-minimum ack (a rise frees room); `release(to)` forgets payloads up to `to` (not above `low`). Keeping payloads between the release point
-and `low` is how the layer holds messages for members that left but may come back (see nakack4.py).
+minimum ack (a rise frees room); `release(to)` forgets payloads up to `to` (not above `low`). Keeping payloads
+between the release point and `low` is how the layer holds messages for members that left but may come back
+(see nakack4.py).
 
 `ReceiveWindow` (low = highest delivered, high = highest received): accepts `low < seqno <= low + capacity`
 (JGroups' FixedBuffer), drops the rest as below or outside the window, and drains in-order runs for delivery.
+Its `high` never exceeds `low + capacity`, so every walk over it (drain, missing, skip_to) is O(capacity) whatever
+seqnos a datagram names.
 """
 from __future__ import annotations
 
@@ -175,14 +178,19 @@ class ReceiveWindow:
 
     def skip_to(self, low: int) -> tuple[list[tuple[int, bytes]], int]:
         """The sender no longer holds anything up to `low`: return the held messages up to it in order (to deliver
-        across the gaps) and how many seqnos are lost; then `low` counts as delivered."""
+        across the gaps) and how many seqnos are lost; then `low` counts as delivered. Looks at the ring's slots
+        only (held seqnos lie in (low, low + capacity]), never at every seqno of the gap: O(capacity) however far
+        `low` is."""
+        if low <= self.low:
+            return [], 0
         held: list[tuple[int, bytes]] = []
-        for seqno in range(self.low + 1, low + 1):
-            payload = self.ring.pop(seqno)
+        ring = self.ring
+        for seqno in range(self.low + 1, min(low, self.low + self.capacity) + 1):
+            payload = ring.pop(seqno)
             if payload is not None:
                 held.append((seqno, payload))
-        lost = max(0, low - self.low - len(held))
+        lost = low - self.low - len(held)
         self.buffered -= len(held)
-        self.low = max(self.low, low)
-        self.high = max(self.high, self.low)
+        self.low = low
+        self.high = max(self.high, low)
         return held, lost
