@@ -1,5 +1,5 @@
-"""The `splitlab` command: cluster lifecycle (up, down, ps), images, doctor, faults (chaos, heal), demo and
-analysis.
+"""The `splitlab` command: cluster lifecycle (up, down, ps), images, doctor, faults (chaos, heal), fuzzing,
+demo and analysis.
 
 Exit codes: 0 success, 1 the environment or a check failed, 2 bad usage. Errors are one clear line with a hint.
 """
@@ -151,6 +151,12 @@ def cmd_torture(args: argparse.Namespace) -> int:
     return torture_main(args.rest)
 
 
+def cmd_fuzz(args: argparse.Namespace) -> int:
+    from chaos.fuzz import main as fuzz_main
+
+    return fuzz_main(args.rest)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="splitlab", description="A testbed for reliable-messaging protocols "
                                      "under network faults.")
@@ -201,7 +207,8 @@ def build_parser() -> argparse.ArgumentParser:
             ("run", cmd_run, "run a scenario on a fresh cluster and judge it against its expectations"),
             ("replay", cmd_replay, "run a saved schedule again (the steps at their realised times)"),
             ("sim", cmd_sim, "run a scenario in the seeded simulator (no Docker)"),
-            ("torture", cmd_torture, "random faults from one seed with a workload, invariants checked after a heal")):
+            ("torture", cmd_torture, "random faults from one seed with a workload, invariants checked after a heal"),
+            ("fuzz", cmd_fuzz, "structure-aware fuzzed datagrams at nodes, then health, memory and delivery checks")):
         p = sub.add_parser(name, help=help_, add_help=False)
         p.add_argument("rest", nargs=argparse.REMAINDER)
         p.set_defaults(func=func)
@@ -211,7 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
 # Commands with their own parsers get the rest of the command line untouched (argparse's REMAINDER would
 # swallow a leading --help).
 PASSTHROUGH = {"chaos": cmd_chaos, "heal": cmd_heal, "analyze": cmd_analyze, "run": cmd_run, "replay": cmd_replay,
-               "sim": cmd_sim, "torture": cmd_torture}
+               "sim": cmd_sim, "torture": cmd_torture, "fuzz": cmd_fuzz}
 
 
 def main(argv: list[str] | None = None) -> int:
