@@ -148,20 +148,26 @@ class Unicast3(UnicastBase):
         out.append(self._resync("tx", peer, "sync", msg))
 
     def _on_sync_ok(self, now_s: float, src: str, msg: UnicastSyncOk) -> list[Effect]:
-        out: list[Effect] = [self._resync("rx", src, "sync_ok", msg, conn_id=msg.conn_id, low=msg.low)]
+        """SYNC-OK answers our SYNC. One that answers none is taken only when it cannot cost a message: a repeat
+        of a sync already applied, or a newer generation of the window's own stream that skips nothing (a stale
+        SYNC of ours, delayed, made the sender sync again). Any other is dropped (`unsolicited_sync_ok`): a
+        forged or stray SYNC-OK can neither replace a window nor skip what it has not delivered."""
         entry = self.recv_entries.get(src)
-        self._rx_sync.pop(src, None)
-        if entry is not None and same_stream(msg.conn_id, entry.conn_id):  # the window's own stream
-            if entry.follows(msg.conn_id):
-                pass  # a repeated SYNC-OK: our SYNC-ACK was lost, send it again
-            elif conn_older(msg.conn_id, entry.conn_id):
-                entry.counters["old_sync_ok"] += 1  # superseded by a later sync
-                return out
-            else:
-                self._keep_window(src, entry, msg, out)
+        solicited = self._rx_sync.pop(src, None) is not None
+        repeated = entry is not None and entry.follows(msg.conn_id)
+        harmless = (entry is not None and same_stream(msg.conn_id, entry.conn_id)
+                    and msg.low <= entry.window.highest_delivered)
+        if not (solicited or repeated or harmless):
+            self.counters["unsolicited_sync_ok"] += 1
+            return [self._resync("rx", src, "sync_ok", msg, conn_id=msg.conn_id, low=msg.low, action="discarded")]
+        out: list[Effect] = [self._resync("rx", src, "sync_ok", msg, conn_id=msg.conn_id, low=msg.low)]
+        if repeated:
+            pass  # a repeated SYNC-OK: our SYNC-ACK was lost, send it again
         elif entry is not None and conn_older(msg.conn_id, entry.conn_id):
-            entry.counters["old_sync_ok"] += 1  # about a stream older than the window's
+            entry.counters["old_sync_ok"] += 1  # superseded by a later sync, or about an older stream
             return out
+        elif entry is not None and same_stream(msg.conn_id, entry.conn_id):  # the window's own stream
+            self._keep_window(src, entry, msg, out)
         else:
             self._new_recv_entry(now_s, src, msg.conn_id, msg.low, out)
         ack = UnicastSyncAck(msg.conn_id)

@@ -93,3 +93,19 @@ def test_lost_or_duplicated_sync_messages_never_block_for_good(seed: int, dup_pc
     got = sim.delivered_ids("b", "a")
     assert len(got) == len(set(got)), f"delivered twice: {got}; {sim.repro()}"
     assert sim.delivered("b", "a")[-2:] == sent[-2:], sim.repro()
+
+
+def test_an_unsolicited_sync_ok_cannot_move_or_replace_a_window() -> None:
+    """The fuzzer's datagram: a SYNC-OK nobody asked for (low 50000, a far newer conn_id) mid-stream is a counted
+    drop; the real stream goes on being delivered."""
+    from node.wire import UnicastSyncOk
+
+    sim = unicast_sim("unicast3", ("a", "b"), seed=34)
+    sent = send_many(sim, "a", "b", 5, "m")
+    sim.run_for(0.01)
+    sim.inject("a", "b", UnicastSyncOk(50_000, 2**31))
+    sent += send_many(sim, "a", "b", 5, "n")
+    settle(sim)
+    assert sim.delivered("b", "a") == sent, sim.repro()
+    assert uni(sim, "b").counters["unsolicited_sync_ok"] == 1
+    assert sim.emitted("resync_rx", node="b", kind="sync_ok", action="discarded")
