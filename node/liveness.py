@@ -3,9 +3,13 @@
 Every `heartbeat_ms` the layer sends a `Heartbeat` to every other member. A peer is *heard* from its first
 heartbeat on; it becomes *silent* when nothing came from it for `silence_ms` (then heard again on the next one).
 The membership layer of the multicast issue builds failure detection on top of this record.
+
+A heartbeat from outside the member list is reported (`stranger_heard`) and counted, never tracked; one that
+claims to come from this member is forged (ours never come back) and only counted. `counters` has both.
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, ClassVar, Hashable
 
@@ -33,6 +37,7 @@ class Liveness(Protocol):
         self.heartbeat_s = heartbeat_ms / 1000
         self.silence_s = silence_ms / 1000
         self._counter = 0
+        self.counters: Counter = Counter()  # dropped heartbeats by reason: from_stranger, from_self
 
     def start(self, now_s: float) -> list[Effect]:
         return self._beat(now_s)
@@ -53,7 +58,11 @@ class Liveness(Protocol):
 
     def on_received(self, now_s: float, src: str, msg: Any) -> list[Effect]:
         rec = self.peers.get(src)
+        if src == self.local:
+            self.counters["from_self"] += 1
+            return []
         if rec is None:  # a heartbeat from outside the member list: noted, not tracked
+            self.counters["from_stranger"] += 1
             return [Emit("stranger_heard", {"peer": src})]
         rec.last_heard_s = now_s
         rec.heartbeats += 1

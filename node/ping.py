@@ -2,14 +2,23 @@
 
 Request `ping` {to, count, interval_ms} sends `count` `Ping`s spaced by `interval_ms`; each peer answers a
 `Ping` with a `Pong`. Results (sent, answered, rtt percentiles) are in `state()`.
+
+Hostile input: a `Ping` from a non-member (or claiming to come from this member) is not answered (no reflection
+toward strangers); a `Pong` counts only from the peer that was pinged with that id (a forged one from anyone
+else leaves the real answer its measurement); at most `MAX_OUTSTANDING` pings await an answer (the oldest is
+forgotten). Drops are counted by reason in `counters`.
 """
 from __future__ import annotations
 
+import math
+from collections import Counter
 from typing import Any, ClassVar, Hashable
 
 from node.core import Effect, Emit, Protocol, Send, SetTimer
 from node.errors import UsageError
 from node.wire import Ping, Pong
+
+MAX_OUTSTANDING = 1024  # pings awaiting a Pong; beyond, the oldest is forgotten (lost ones would pile up)
 
 
 class PingWorkload(Protocol):
@@ -24,6 +33,7 @@ class PingWorkload(Protocol):
         self.sent: dict[str, int] = {}
         self.answered: dict[str, int] = {}
         self.rtts_ms: dict[str, list[float]] = {}
+        self.counters: Counter = Counter()  # drops by reason
 
     def on_request(self, now_s: float, op: str, args: dict[str, Any]) -> list[Effect]:
         if op != "ping":
@@ -34,16 +44,20 @@ class PingWorkload(Protocol):
         if to not in self.members or to == self.local:
             raise UsageError(f"ping: 'to' must be another member ({', '.join(sorted(self.members - {self.local}))}),"
                              f" got {to!r}")
-        if not isinstance(count, int) or not 1 <= count <= 1_000_000:
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 1_000_000:
             raise UsageError(f"ping: 'count' must be an integer 1..1000000, got {count!r}")
-        if not isinstance(interval_ms, (int, float)) or interval_ms < 0:
-            raise UsageError(f"ping: 'interval_ms' must be a number >= 0, got {interval_ms!r}")
+        if (isinstance(interval_ms, bool) or not isinstance(interval_ms, (int, float)) or not math.isfinite(interval_ms)
+                or interval_ms < 0):
+            raise UsageError(f"ping: 'interval_ms' must be a finite number >= 0, got {interval_ms!r}")
         return self._send(now_s, to, count, interval_ms / 1000)
 
     def _send(self, now_s: float, to: str, remaining: int, interval_s: float) -> list[Effect]:
         self._next_id += 1
         ping_id = self._next_id
         self._outstanding[ping_id] = (to, now_s)
+        if len(self._outstanding) > MAX_OUTSTANDING:
+            del self._outstanding[next(iter(self._outstanding))]  # the oldest (dicts keep insertion order)
+            self.counters["pings_unanswered_forgotten"] += 1
         self.sent[to] = self.sent.get(to, 0) + 1
         out: list[Effect] = [Send(to, Ping(ping_id)), Emit("ping_tx", {"peer": to, "ping_id": ping_id})]
         if remaining > 1:
@@ -59,10 +73,15 @@ class PingWorkload(Protocol):
 
     def on_received(self, now_s: float, src: str, msg: Any) -> list[Effect]:
         if isinstance(msg, Ping):
+            if src == self.local or src not in self.members:
+                self.counters["ping_from_self" if src == self.local else "ping_from_stranger"] += 1
+                return []
             return [Send(src, Pong(msg.ping_id))]
-        sent = self._outstanding.pop(msg.ping_id, None)
+        sent = self._outstanding.get(msg.ping_id)
         if sent is None or sent[0] != src:
+            self.counters["pong_unknown_id" if sent is None else "pong_wrong_peer"] += 1
             return []
+        del self._outstanding[msg.ping_id]
         rtt_ms = round((now_s - sent[1]) * 1000, 3)
         self.answered[src] = self.answered.get(src, 0) + 1
         self.rtts_ms.setdefault(src, []).append(rtt_ms)

@@ -16,6 +16,11 @@ heartbeats, and merging of subgroups after a partition heals. Sans-IO.
   suspect: a member of its own view announcing an older view missed it and gets it again; every other different
   view is a subgroup. The lowest-ranked acting coordinator of the subgroups leads: it installs a MergeView of the
   union of their members that it does not suspect, id `(first member, highest n + 1)`, and emits `merge`.
+- Hostile input: a message from a non-member or claiming to come from this member is dropped; a `ViewMsg` or
+  `ViewInfo` whose view cannot be one of this group's (`views.view_problem`: names outside the configuration, a
+  member twice, a coordinator that is not its first member, a number 0 or more than `MAX_VIEW_STEP` above ours)
+  is dropped. Drops are counted by reason in `counters` (`from_stranger`, `from_self`, `view_<reason>`,
+  `info_<reason>`), so a forged datagram can neither install such a view nor drive a merge into one.
 - Asymmetric partition (B stops hearing A, A still hears B): B suspects A and installs a view without A; A still
   hears B, so A's view keeps B; A's MergeView cannot reach B and B defers to A as the lower coordinator. So B's
   view lacks A while A's view holds B until the cut heals (the precondition of JGRP-1873).
@@ -31,7 +36,7 @@ from node.errors import ConfigError
 from node.liveness import Liveness
 from node.membership.config import MembershipConfig
 from node.membership.detector import FailureDetector
-from node.membership.views import View, acting_coordinator, merge_leader, merged_view
+from node.membership.views import View, acting_coordinator, merge_leader, merged_view, view_problem
 from node.wire import ViewAck, ViewInfo, ViewMsg
 
 CHECK_TIMER = "check"
@@ -98,6 +103,9 @@ class Membership(Protocol):
         if src not in self.rank:
             self.counters["from_stranger"] += 1
             return []
+        if src == self.local:
+            self.counters["from_self"] += 1  # forged: our own views and announcements never come back
+            return []
         if isinstance(msg, ViewMsg):
             return self._on_view_msg(now_s, src, msg)
         if isinstance(msg, ViewAck):
@@ -105,7 +113,13 @@ class Membership(Protocol):
                 self.unacked.pop(src, None)
             return []
         if isinstance(msg, ViewInfo):
-            self.infos[src] = _Info(View((msg.coord, msg.n), msg.members), msg.acting, now_s)
+            problem = view_problem(msg.coord, msg.n, tuple(msg.members), self.view.n, self.rank)
+            if problem is None and msg.acting not in self.rank:
+                problem = "stranger_acting"
+            if problem is not None:
+                self.counters[f"info_{problem}"] += 1
+                return []
+            self.infos[src] = _Info(View((msg.coord, msg.n), tuple(msg.members)), msg.acting, now_s)
             return []
         return []
 
@@ -170,6 +184,10 @@ class Membership(Protocol):
         if view.n <= self.view.n:
             self.counters["view_older"] += 1
             return out
+        problem = view_problem(msg.coord, msg.n, view.members, self.view.n, self.rank)
+        if problem is not None:  # a newer view that cannot be one of ours: forged or corrupt
+            self.counters[f"view_{problem}"] += 1
+            return out
         if src in self.detector.suspected:
             self.counters["view_from_suspect"] += 1  # it resends; we take it once we hear it again
             return out
@@ -213,13 +231,17 @@ class Membership(Protocol):
         groups = [list(own.members)] + [list(v.members) for v in others]
         return out + self._install(now_s, view, groups)
 
+    def _order(self, member: str) -> tuple[int, str]:
+        """Join order, names outside the configuration last (a view given to the stack may hold one)."""
+        return self.rank.get(member, len(self.rank)), member
+
     # --- state --------------------------------------------------------------------------------------------------
     def state(self, now_s: float) -> dict[str, Any]:
         return {
             "proto": self.NAME, "local": self.local, **self.view.to_state(),
             "acting_coordinator": self.acting(), "installed_ago_ms": round((now_s - self.installed_s) * 1000),
-            "suspected": sorted(self.detector.suspected, key=self.rank.__getitem__),
-            "unacked": sorted(self.unacked, key=self.rank.__getitem__),
+            "suspected": sorted(self.detector.suspected, key=self._order),
+            "unacked": sorted(self.unacked, key=self._order),
             "announcements": {p: {"view_id": list(i.view.view_id), "members": list(i.view.members),
                                   "acting": i.acting, "age_ms": round((now_s - i.at_s) * 1000)}
                               for p, i in sorted(self.infos.items())},

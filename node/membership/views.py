@@ -3,11 +3,17 @@
 A view is a view id `(coord, n)` and its members in join order; the coordinator is the first member. splitlab's
 join order is the order of the configured members (the universe), so every member sorts a member set the same
 way, and the oldest member of any subgroup is also its lowest-ranked one.
+
+What a view from the wire may be (`view_problem`): configured members only, each once, its coordinator first,
+and a number at most `MAX_VIEW_STEP` above the receiver's own: every install adds one, so a real view is never
+that far ahead, while a forged 2**64-1 would leave no number for the next view (it would not even encode).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Iterable, Mapping
+
+MAX_VIEW_STEP = 1 << 20  # how far above the receiver's own view number a view from the wire may be
 
 
 @dataclass(frozen=True)
@@ -27,6 +33,20 @@ class View:
 
     def to_state(self) -> dict:
         return {"view_id": list(self.view_id), "members": list(self.members)}
+
+
+def view_problem(coord: str, n: int, members: tuple[str, ...], own_n: int, rank: Mapping[str, int]) -> str | None:
+    """Why a view (`coord`, `n`, `members`) from the wire cannot be one of this group's, or None: a drop reason
+    (`stranger_members`, `duplicate_members`, `coord_not_first`, `n_absurd`)."""
+    if any(m not in rank for m in members):
+        return "stranger_members"
+    if len(set(members)) != len(members):
+        return "duplicate_members"
+    if not members or members[0] != coord:
+        return "coord_not_first"
+    if not 0 < n <= own_n + MAX_VIEW_STEP:
+        return "n_absurd"
+    return None
 
 
 def acting_coordinator(view: View, local: str, suspected: set[str] | frozenset[str]) -> str:

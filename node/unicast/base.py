@@ -52,6 +52,8 @@ class UnicastBase(Protocol):
         self.members: tuple[str, ...] | None = None
         self._member_set: frozenset[str] = frozenset()
         self.view_id: tuple[str, int] | None = None
+        # the configured members (the initial membership): state is kept for them only, whatever views say later
+        self._universe: frozenset[str] | None = None if members is None else frozenset(members)
         if members is not None:
             self._set_members(tuple(members))
         self.send_entries: dict[str, SendEntry] = {}
@@ -88,6 +90,9 @@ class UnicastBase(Protocol):
         return self._xmit_task(now_s)
 
     def on_received(self, now_s: float, src: str, msg: Any) -> list[Effect]:
+        if self._universe is not None and (src not in self._universe or src == self.local):
+            self.counters["from_stranger" if src != self.local else "from_self"] += 1  # no state for them
+            return []
         handler = self._handlers.get(type(msg))
         if handler is None:
             self.counters["ignored_messages"] += 1
