@@ -12,7 +12,8 @@ Sender (the local member's own messages):
   messages still held (`xmit_req_rx` names what was found and what is no longer held).
 Receiver (one window per sender):
 - accepts low < seqno <= low + capacity, drops and counts the rest (`below_window`, `outside_window`), delivers
-  in order; an ACK (highest delivered) leaves after `ack_threshold` deliveries or with the next task run, which
+  in order; an ACK (highest delivered, `delivered_high`: never a seqno a state made us skip) leaves after
+  `ack_threshold` deliveries or with the next task run, which
   also sends an `XMIT_REQ` to the sender for the gaps that persist (JGroups' xmit task: only seqnos already
   missing at the previous run, so reordering is not asked for; up to `max_xmit_req_size` seqnos; a seqno
   already asked for is asked again after 2, 4, 8, ... runs (at most 1 s), so answers in flight are not asked
@@ -23,8 +24,24 @@ A member the view adds is synchronised by the broadcast-link start sync (`sync.p
 BcastState it gets is the digest entry of that sender (views carry no digest here). Under tipc a kept window
 that the view re-activates accepts nothing and asks for nothing until a BcastState of its sender newer than its
 departure arrives (it asks for one with `BcastStateReq`); the BcastState is resent until the ACK echoing its
-generation comes back, and a sender asked for seqnos a receiver has not acked and it no longer holds answers
-with its BcastState (the receiver skips what is gone). Legacy keeps the seed's race.
+generation comes back, and a sender asked for seqnos it no longer holds answers with its BcastState (the
+receiver skips what is gone). Legacy keeps the seed's race.
+Skips the sender contradicts (tipc; nothing a datagram says can silence a member for good): a BcastState may
+skip a window up, or open one, past seqnos never delivered, and a forged or stale one can name any low (one
+forged `BcastState(16385, 16383)` once made every later multicast of its sender `below_window`). So a window
+remembers `delivered_high`, the highest seqno it delivered, apart from `low`. An original multicast (not a
+resend) or a HIGHEST of the sender naming a seqno in (delivered_high, low] is the sender's own traffic saying the
+skip was wrong (or the message was late): counted `contradicted_skip` (`data_rx` below_window with reason
+`contradicts_skip`), and the window asks the sender for its state (`BcastStateReq`, again at every task run
+until a state comes, rate-limited). The next BcastState of that sender may then move the window DOWN to its
+low_seqno - 1, never below delivered_high (nothing delivered is delivered again): `skips_undone`,
+`seqnos_reopened`, `bcast_window` with `reopened`; the reopened seqnos are asked for as any gap. The real
+sender's answer carries low = its ack of us + 1, and since we ack only what we delivered (a forged low is never
+acked, and would be discarded as above what it sent), that is where its stream resumes, in order, once. A
+state that agrees with the skip (a late original of a legitimate skip: the real low) reopens nothing
+(`skips_confirmed`). A forged answer can move the window down at most to delivered_high; if the sender no
+longer holds what is then asked for, it answers with its state and the window skips up again. Legacy windows
+are never skipped by a state, so never contradicted.
 Bounds: every field of every message is checked against this member's own state before it drives a loop or an
 allocation (rules and drop names: bounds.py); out-of-range messages are counted in `counters` and emitted
 (`data_rx` / `ack_rx` / `xmit_req_rx` / `bcast_state_rx` with `action: discarded` and a `reason`, or
@@ -42,7 +59,7 @@ from node.multicast.bounds import SEQNO_MAX, state_problem, xmit_req_problem
 from node.multicast.config import SYNC_MODES, Nakack4Config
 from node.multicast.errors import SenderClosed, WindowFull
 from node.multicast.receiver import RecvEntry
-from node.multicast.ring import NEW, ReceiveWindow, SendWindow
+from node.multicast.ring import BELOW_WINDOW, NEW, ReceiveWindow, SendWindow
 from node.multicast.sender import Blocking, Departed, SendLock
 from node.multicast.sync import StartSync, gen_of
 from node.wire import (HEAD_BYTES, MAX_DATAGRAM_BYTES, MAX_SENDER_BYTES, SYNC_CAPABLE, BcastState, BcastStateReq,
@@ -75,7 +92,7 @@ class Nakack4(Protocol):
         self.acks: dict[str, int] = {m: 0 for m in self.members if m != local}
         self.departed: dict[str, Departed] = {}
         self.windows: dict[str, RecvEntry] = {m: RecvEntry(ReceiveWindow(config.capacity)) for m in self.acks}
-        self.delivered_up_to: dict[str, int] = {}  # highest delivered of senders whose window was dropped
+        self.delivered_up_to: dict[str, int] = {}  # delivered_high of senders whose window was dropped
         self.sync = StartSync(bcast_sync, config.sync_interval_ms / 1000)
         self.blocking = Blocking()
         self.lock = SendLock()
@@ -349,8 +366,9 @@ class Nakack4(Protocol):
 
     def _drop_window(self, peer: str) -> None:
         """Forget the window of `peer`, but not how far we delivered: a state that starts a new window below it
-        (our last ack to it was lost) must not deliver those messages twice."""
-        self.delivered_up_to[peer] = self.windows.pop(peer).window.low
+        (our last ack to it was lost) must not deliver those messages twice. (What a skip gave up is not kept:
+        the next state says again what is gone.)"""
+        self.delivered_up_to[peer] = self.windows.pop(peer).delivered_high
 
     def _expire(self, now_s: float, peer: str) -> list[Effect]:
         if peer in self.members:
@@ -396,9 +414,9 @@ class Nakack4(Protocol):
         if len(msg.seqnos) > len(seqnos):
             event["over_limit"] = len(msg.seqnos) - len(seqnos)
         out.append(Emit("xmit_req_rx", event))
-        acked = self.acks.get(src)
-        if missing and acked is not None and max(missing) > acked and not self.sync.legacy_with(src):
-            # it lacks seqnos we no longer hold (a window not synchronised by our state): tell it where we are
+        if missing and src in self.acks and not self.sync.legacy_with(src):
+            # it lacks seqnos we no longer hold (a window not synchronised by our state, or one moved back down
+            # below what it had acked): tell it where we are
             out += self._resync(now_s, src, "xmit_missing", again_now=False)
         return out
 
@@ -440,8 +458,12 @@ class Nakack4(Protocol):
                                     "detail": detail})
 
     # --- receiving --------------------------------------------------------------------------------------------
-    def _new_window(self, peer: str, low: int, how: str, out: list[Effect]) -> RecvEntry:
-        entry = RecvEntry(ReceiveWindow(self.config.capacity, low))
+    def _new_window(self, peer: str, low: int, how: str, out: list[Effect],
+                    delivered_high: int | None = None) -> RecvEntry:
+        """A window for `peer` starting at `low`; `delivered_high` (default `low`) is how far we delivered its
+        messages: below `low` when a tipc state opens the window (what lies between may be contradicted)."""
+        entry = RecvEntry(ReceiveWindow(self.config.capacity, low), delivered_high=low if delivered_high is None
+                          else delivered_high)
         self.windows[peer] = entry
         self.counters[f"windows_by_{how}"] += 1
         out.append(Emit("bcast_window", {"proto": self.NAME, "peer": peer, "low": low, "how": how}))
@@ -470,6 +492,14 @@ class Nakack4(Protocol):
             entry.counters["spurious_xmit_reqs"] += 1  # the original came after all: asking was not needed
             self.counters["spurious_xmit_reqs"] += 1
         result = entry.window.add(msg.seqno, msg.payload)
+        if result == BELOW_WINDOW and not resend and msg.seqno > entry.delivered_high \
+                and not self.sync.legacy_with(src):
+            # the sender multicasts (now) a seqno a state made us give up: that state was wrong, or stale
+            entry.counters[result] += 1
+            self.counters[result] += 1
+            self._skip_contradicted(now_s, src, entry, out)
+            out.append(self._data_rx(src, msg.seqno, result, resend, "contradicts_skip"))
+            return out
         if result != NEW:
             entry.counters[result] += 1
             self.counters[result] += 1
@@ -491,6 +521,7 @@ class Nakack4(Protocol):
             return
         for _seqno, payload in ready:
             out.append(Deliver(src, payload, "multicast"))
+        entry.delivered_high = max(entry.delivered_high, ready[-1][0])
         entry.counters["delivered"] += len(ready)
         self.counters["delivered"] += len(ready)
         entry.delivered_since_ack += len(ready)
@@ -498,10 +529,12 @@ class Nakack4(Protocol):
             self._send_ack(src, entry, out)
 
     def _send_ack(self, peer: str, entry: RecvEntry, out: list[Effect], gen: int = 0) -> None:
-        """ACK our highest delivered seqno of `peer` (`gen`: answering its BcastState of that generation)."""
+        """ACK our highest delivered seqno of `peer` (`gen`: answering its BcastState of that generation). Not
+        the window's low: what a state made us skip is not acked (the real sender already counts its own state's
+        low as our ack; a forged state's low must not release what we never got)."""
         entry.delivered_since_ack = 0
         entry.ack_pending = False
-        seqno = entry.window.low
+        seqno = entry.delivered_high
         out.append(Send(peer, Nakack4Ack(seqno, self.sync.ack_flags(gen))))
         out.append(Emit("ack_tx", {"proto": self.NAME, "to": peer, "seqno": seqno, "conn_id": 0}))
 
@@ -509,6 +542,15 @@ class Nakack4(Protocol):
         if src in self.members and self.sync.may_ask(now_s, src):
             self.counters["state_reqs"] += 1
             out.append(Send(src, BcastStateReq(self.sync.flags)))
+
+    def _skip_contradicted(self, now_s: float, src: str, entry: RecvEntry, out: list[Effect]) -> None:
+        """`src`'s own traffic named a seqno in (delivered_high, window.low]: one we skipped (or a state's new
+        window started above) but never delivered. Its next BcastState may move the window back down; ask for
+        it now and at every retransmit run until it comes (rate-limited)."""
+        entry.contradicted = True
+        entry.counters["contradicted_skip"] += 1
+        self.counters["contradicted_skip"] += 1
+        self._ask_state(now_s, src, out)
 
     def _on_highest(self, now_s: float, src: str, msg: Nakack4Highest) -> list[Effect]:
         out: list[Effect] = []
@@ -522,7 +564,10 @@ class Nakack4(Protocol):
             self._ask_state(now_s, src, out)
             return out
         if msg.seqno <= entry.window.low:
-            entry.ack_pending = True  # it has unacked messages we delivered: our ack was lost
+            if msg.seqno > entry.delivered_high and not self.sync.legacy_with(src):
+                self._skip_contradicted(now_s, src, entry, out)  # it sent what a state made us give up
+            else:
+                entry.ack_pending = True  # it has unacked messages we delivered: our ack was lost
         else:
             entry.window.note_highest(msg.seqno)  # at most low + capacity: O(1), later walks O(capacity)
         return out
@@ -539,9 +584,11 @@ class Nakack4(Protocol):
         entry = self.windows.get(src)
         if entry is None:
             low = self.sync.start_low(src, msg)
+            delivered = None
             if not self.sync.legacy_with(src):  # never below what we delivered before dropping its window
-                low = max(low, self.delivered_up_to.get(src, 0))
-            entry = self._new_window(src, low, "state", out)
+                delivered = self.delivered_up_to.get(src, 0)
+                low = max(low, delivered)
+            entry = self._new_window(src, low, "state", out, delivered)
             entry.synced_gen = gen
             if src not in self.members:  # no longer in our view: kept, asking for nothing, until the view adds it
                 entry.retained_since_s = now_s
@@ -554,13 +601,18 @@ class Nakack4(Protocol):
                 self.counters["states_stale"] += 1
             else:
                 self._apply_state(src, entry, msg, gen, out)
+        elif entry.contradicted:  # a tipc skip (its flags said tipc then) contradicted, answered the legacy way
+            self._reopen_skip(src, entry, msg.low_seqno - 1, out)
         self._send_ack(src, entry, out, gen)  # tells the sender we are synchronised (legacy: our NAME_DISTR)
         return out
 
     def _apply_state(self, src: str, entry: RecvEntry, msg: BcastState, gen: int, out: list[Effect]) -> None:
-        """A tipc BcastState of `src`: skip what it no longer holds (O(capacity)), note its highest, and count
+        """A tipc BcastState of `src`: answering a contradicted skip, move the window back down to its low
+        (never below what we delivered); skip what it no longer holds (O(capacity)), note its highest, and count
         the window synchronised (an awaiting one takes messages again)."""
         window = entry.window
+        if entry.contradicted:
+            self._reopen_skip(src, entry, msg.low_seqno - 1, out)
         if window.low + 1 < msg.low_seqno:  # it no longer holds what we miss: skip across the gap
             held, lost = window.skip_to(msg.low_seqno - 1)
             entry.counters["skipped"] += lost
@@ -579,6 +631,26 @@ class Nakack4(Protocol):
             self.counters["windows_resynced"] += 1
             out.append(Emit("bcast_window", {"proto": self.NAME, "peer": src, "low": window.low, "how": "state"}))
 
+    def _reopen_skip(self, src: str, entry: RecvEntry, low: int, out: list[Effect]) -> None:
+        """The first state of `src` since its traffic contradicted our skip: it says it holds everything above
+        `low` for us, so the window goes back down there, but never below `delivered_high` (nothing delivered
+        is delivered again). O(capacity). A state that agrees with the skip (a late original of a legitimate
+        skip) reopens nothing: the skip is confirmed."""
+        entry.contradicted = False
+        to = max(low, entry.delivered_high)
+        reopened = entry.window.rewind_to(to)
+        if not reopened:
+            entry.counters["skips_confirmed"] += 1
+            self.counters["skips_confirmed"] += 1
+            return
+        entry.requested.clear()
+        entry.prev_highest_missing = None
+        for counters in (entry.counters, self.counters):
+            counters["skips_undone"] += 1
+            counters["seqnos_reopened"] += reopened
+        out.append(Emit("bcast_window", {"proto": self.NAME, "peer": src, "low": to, "how": "state",
+                                         "reopened": reopened}))
+
     # --- the retransmit task ----------------------------------------------------------------------------------
     def _unsynced_members(self) -> list[str]:
         """tipc: members of the view we have no window for (we wait for their BcastState, and ask for it)."""
@@ -590,6 +662,8 @@ class Nakack4(Protocol):
             return True
         for peer, entry in self.windows.items():
             if entry.delivered_since_ack or entry.ack_pending or entry.awaiting_state:
+                return True
+            if entry.contradicted and entry.active and not self.sync.legacy_with(peer):
                 return True
             if entry.active and entry.window.has_gaps():
                 return True
@@ -604,6 +678,8 @@ class Nakack4(Protocol):
                 continue
             if entry.delivered_since_ack or entry.ack_pending:
                 self._send_ack(peer, entry, out)
+            if entry.contradicted:  # until a state of the sender comes (the request may have been rate-limited)
+                self._ask_state(now_s, peer, out)
             entry.forget_requests_up_to(entry.window.low - entry.window.capacity)
             if not entry.active or not entry.window.has_gaps():
                 entry.prev_highest_missing = None

@@ -7,6 +7,12 @@ sender back before a fresh `BcastState` of that sender arrived, the entry is *aw
 nothing before the BcastState"): it takes no message, asks for nothing and acks nothing until the state comes.
 `synced_gen` is the generation (sync.py) of the last state applied, so a duplicate of it is told from a new one.
 
+`delivered_high` is the highest seqno of the sender really delivered to the application; `window.low` is that or
+higher, because a BcastState may skip the window up (or open it) past seqnos never delivered. Every seqno in
+(delivered_high, window.low] was given up on a state's word. When the sender's own traffic names one of them
+(an original multicast, or its HIGHEST) the skip is `contradicted` until the next state of that sender, which
+may then move the window back down, never below `delivered_high` (nakack4.py, "Skips the sender contradicts").
+
 Retransmission (JGroups' NAKACK xmit task): a run asks only for seqnos that were already missing at the previous
 run (`prev_highest_missing`: the highest missing seqno then), so a gap that is mere reordering is not asked for.
 `requested` remembers seqnos asked for (when, how often) until their original arrives (which makes the request
@@ -31,6 +37,8 @@ class RecvEntry:
     needs_state: bool = False              # tipc: retained since the last state; a return waits for a new one
     awaiting_state: bool = False           # tipc: back in the view, accepting nothing until its BcastState
     synced_gen: int = 0                    # generation of the last BcastState applied (0: none or untracked)
+    delivered_high: int = 0                # highest seqno delivered to the application (a skip does not move it)
+    contradicted: bool = False             # the sender's own traffic named a seqno skipped but never delivered
     prev_highest_missing: int | None = None  # highest seqno missing at the previous retransmit run
     delivered_since_ack: int = 0
     ack_pending: bool = False              # the sender evidently lacks our ack (duplicates, HIGHEST at or below low)
@@ -79,7 +87,8 @@ class RecvEntry:
 
     def to_state(self) -> dict[str, Any]:
         w = self.window
-        return {"low": w.low, "highest_delivered": w.low, "highest_received": w.high, "buffered": w.buffered,
-                "missing": max(0, w.high - w.low - w.buffered), "retained": not self.active,
+        return {"low": w.low, "highest_delivered": self.delivered_high, "highest_received": w.high,
+                "buffered": w.buffered, "missing": max(0, w.high - w.low - w.buffered), "retained": not self.active,
                 "awaiting_state": self.awaiting_state, "synced_gen": self.synced_gen,
+                "skip_contradicted": self.contradicted,
                 "counters": dict(self.counters)}

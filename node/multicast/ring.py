@@ -9,9 +9,11 @@ minimum ack (a rise frees room); `release(to)` forgets payloads up to `to` (not 
 between the release point and `low` is how the layer holds messages for members that left but may come back
 (see nakack4.py).
 
-`ReceiveWindow` (low = highest delivered, high = highest received): accepts `low < seqno <= low + capacity`
-(JGroups' FixedBuffer), drops the rest as below or outside the window, and drains in-order runs for delivery.
-Its `high` never exceeds `low + capacity`, so every walk over it (drain, missing, skip_to) is O(capacity) whatever
+`ReceiveWindow` (low = highest delivered or given up, high = highest received): accepts
+`low < seqno <= low + capacity` (JGroups' FixedBuffer), drops the rest as below or outside the window, and drains
+in-order runs for delivery. `skip_to` gives up seqnos (low jumps up); `rewind_to` takes back seqnos given up but
+never delivered (low goes down again; the caller keeps it at or above what it delivered). Its `high` never
+exceeds `low + capacity`, so every walk over it (drain, missing, skip_to, rewind_to) is O(capacity) whatever
 seqnos a datagram names.
 """
 from __future__ import annotations
@@ -118,7 +120,7 @@ class SendWindow:
 
 
 class ReceiveWindow:
-    """Messages of one sender: `low` (= highest delivered), `high` (highest received or announced)."""
+    """Messages of one sender: `low` (highest delivered or skipped), `high` (highest received or announced)."""
 
     __slots__ = ("ring", "capacity", "low", "high", "buffered")
 
@@ -194,3 +196,26 @@ class ReceiveWindow:
         self.low = low
         self.high = max(self.high, low)
         return held, lost
+
+    def rewind_to(self, low: int) -> int:
+        """Take back seqnos given up by a skip: `low` goes down to `low` (the caller guarantees nothing above it
+        was delivered). Held messages that still fit in (low, low + capacity] keep their slots, the others go
+        (they are asked for again); `high` becomes the highest held. O(capacity). Returns how many seqnos were
+        reopened (0 if `low` is not below the current low)."""
+        if low >= self.low:
+            return 0
+        ring = self.ring
+        held: list[tuple[int, bytes]] = []
+        for seqno in range(self.low + 1, min(self.high, self.low + self.capacity) + 1):
+            payload = ring.pop(seqno)
+            if payload is not None:
+                held.append((seqno, payload))
+        reopened = self.low - low
+        self.low = self.high = low
+        self.buffered = 0
+        for seqno, payload in held:
+            if seqno <= low + self.capacity:
+                ring.put(seqno, payload)
+                self.buffered += 1
+                self.high = seqno
+        return reopened

@@ -14,7 +14,9 @@ current values, same gen) every `sync_interval` until the ACK echoing that gen a
 episode, a plain ACK, or one sent before the state was seen does not stop it. A `BcastStateReq` from a receiver
 starts a new episode when none is under way (a receiver that lost track of us, or a returning one whose view
 brought us back while ours never dropped it). Duplicated and stale BcastStates are harmless: a receiver acks
-them again, applies a generation it already applied only as a no-op, and a skip only ever moves a window up.
+them again, applies a generation it already applied only as a no-op, and a skip only ever moves a window up,
+unless the sender's own multicasts contradicted the skip (then its next state may move the window back down,
+never below what was delivered: nakack4.py).
 
 `legacy` (the race): when its view adds a peer the sender sends an activation hello (a `BcastState` without the
 capability bit, carrying the next seqno of that moment, repeated unchanged) but counts the peer's acks only

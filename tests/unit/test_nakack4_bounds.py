@@ -117,6 +117,26 @@ def test_skip_to_holds_what_it_had_and_walks_only_the_ring(ring_budget) -> None:
     assert window.skip_to(5) == ([], 0) and window.low == 10 + 10**15  # a skip never moves a window down
 
 
+def test_rewind_to_reopens_a_skip_walking_only_the_ring(ring_budget) -> None:
+    """Taking back a far skip (nakack4.py, "Skips the sender contradicts") costs O(capacity) too; held messages
+    that fit the lower window stay, the others go (they are asked for again), and high is the highest held."""
+    window = ReceiveWindow(CAPACITY, low=10)
+    window.skip_to(10**15)
+    for seqno in (10**15 + 1, 10**15 + 3):
+        window.add(seqno, f"m{seqno}".encode())
+    ring_budget.limit, ring_budget.armed = 3 * CAPACITY, True
+    assert window.rewind_to(10) == 10**15 - 10
+    ring_budget.armed = False
+    assert (window.low, window.high, window.buffered) == (10, 10, 0) and not window.missing(CAPACITY)
+    near = ReceiveWindow(CAPACITY, low=10)
+    near.skip_to(14)
+    for seqno in (16, 20, 22):
+        near.add(seqno, f"m{seqno}".encode())
+    assert near.rewind_to(12) == 2 and (near.low, near.high, near.buffered) == (12, 20, 2)   # 22 > 12 + 8: gone
+    assert near.add(13, b"m13") == "new" and near.add(14, b"m14") == "new" and near.add(15, b"m15") == "new"
+    assert [s for s, _ in near.drain()] == [13, 14, 15, 16] and near.rewind_to(20) == 0   # never up
+
+
 @pytest.mark.parametrize("seqnos, reason", [
     ((3, BIG), "above_sent"),
     ((6,), "above_sent"),                                   # a sent 1..5: 6 was never sent by this life
