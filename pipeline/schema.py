@@ -39,6 +39,7 @@ FIELDS: tuple[tuple[str, T.DataType], ...] = (
     ("blocked_ms", _DOUBLE), ("next_seqno", _LONG),
     ("fault_id", _STRING), ("detail", _STRING), ("applied_ts", _DOUBLE), ("effective_ts", _DOUBLE),
     ("sender", _STRING), ("count", _LONG), ("rate", _DOUBLE),
+    ("gen", _LONG), ("side", _STRING),
 )
 
 EVENT_SCHEMA = T.StructType(
@@ -52,7 +53,7 @@ EVENT_COLUMNS: tuple[str, ...] = tuple(name for name, _ in ENVELOPE + FIELDS)
 ANALYSED_COLUMNS: tuple[str, ...] = (
     "v", "ts", "seq", "run", "node", "type", "msg_id", "kind", "to", "from", "size", "proto", "seqno", "resend",
     "action", "seqnos", "found", "missing", "bytes", "view_id", "members", "fault_id", "detail", "applied_ts",
-    "effective_ts",
+    "effective_ts", "peer", "gen", "side", "blocked_ms",
 )
 
 # Fields an event of a type must carry (non-null, right JSON type); types not listed need only the envelope.

@@ -1,27 +1,38 @@
 """Apply one scenario step to a running cluster: workloads and admin operations through the nodes' control API,
 everything else through `chaos.net.Net` (which records it in the ledger and the controller history).
 
-`apply(step, target)` returns what the realised schedule keeps: the fault id (if the step started a fault) and
-a small detail (e.g. the workload ids). It raises what `Net` and the node client raise.
+`apply(step, target)` returns what the realised schedule keeps: the fault id (if the step started a fault), a
+small detail (e.g. the workload ids), and for a restart with `delay_s` what to do later (`then`: the start).
+`end_fault(step, fault_id, target)` ends the fault one step started (`end: <id>`, `duration_s`): a partition
+is healed, a pause resumed, a killed node started; a message rule is removed and the link faults are rebuilt
+from the steps still open (`chaos.harness.faultstate`), touching nothing else. `Net` has no verb for ending one
+rule or one link fault, so those two go through its state (`rules`, `links`, `active`) and `_apply_links` /
+`_end_faults`. Both raise what `Net` and the node client raise; `StepError` when an inject step finds no live
+connection to aim its conn_id at.
 """
 from __future__ import annotations
 
+import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from chaos.cluster import Cluster
-from chaos.harness.schema import Step
+from chaos.harness.faultstate import link_faults, rule_of
+from chaos.harness.schema import ENDABLE, LINK_ACTIONS, Step
 from chaos.net import ControllerHistory, Net
 
 
 @dataclass
 class Target:
-    """The run a timeline acts on, and the workloads it started (node -> [(workload id, boot, count)])."""
+    """The run a timeline acts on, the workloads it started (node -> [(workload id, boot, count)]) and the steps
+    that opened faults (fault id -> step, in the order they were applied)."""
 
     cluster: Cluster
     net: Net
     history: ControllerHistory
     workloads: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    opened: dict[str, Step] = field(default_factory=dict)
 
 
 Result = dict[str, Any]
@@ -82,25 +93,29 @@ def _shape(step: Step, t: Target) -> Result:
     return {"fault_id": t.net.shape(step.shape)}
 
 
-def msg_rule(m: Any) -> Any:
-    """The `MsgRule` of a scenario's msg_fault arguments."""
-    from chaos.dissect import message_type
-    from chaos.shaper.msgrules import MsgRule, parse_action
-
-    action, ms, n = parse_action(m.action)
-    return MsgRule(type=message_type(m.type), src=m.from_, dst=m.to, action=action, ms=ms, n=n,
-                   conn_id=m.conn_id, seqno=m.seqno)
+msg_rule = rule_of  # the MsgRule of a scenario's msg_fault arguments
 
 
 def _msg_fault(step: Step, t: Target) -> Result:
-    return {"fault_id": t.net.msg_fault(msg_rule(step.msg_fault))}
+    return {"fault_id": t.net.msg_fault(rule_of(step.msg_fault))}
 
 
 def _inject(step: Step, t: Target) -> Result:
-    from chaos import inject
+    from chaos.dissect import message_type
+    from chaos.harness.injection import datagram, relative_conn_id
+    from node.wire import cluster_id_of
 
     i = step.inject
-    return {"fault_id": t.net.inject(i.from_, i.to, [inject.message(str(i.type), **i.fields)], count=i.count)}
+    code = message_type(i.type)
+    fields = dict(i.fields)
+    detail: dict[str, Any] = {}
+    if isinstance(i.conn_id, str):
+        state = t.cluster.client(i.to).state()["layers"].get("unicast", {})
+        fields["conn_id"] = detail["conn_id"] = relative_conn_id(state, i.to, i.from_, code, i.conn_id)
+    elif i.conn_id is not None:
+        fields["conn_id"] = i.conn_id
+    data = datagram(cluster_id_of(t.net.run_id), i.from_, code, fields, i.payload)
+    return {"fault_id": t.net.inject(i.from_, i.to, data, count=i.count), "detail": detail}
 
 
 def _pause(step: Step, t: Target) -> Result:
@@ -125,9 +140,22 @@ def _start(step: Step, t: Target) -> Result:
 
 
 def _restart(step: Step, t: Target) -> Result:
-    fault_id = t.net.restart(step.restart)
-    t.cluster = t.net.cluster
-    return {"fault_id": fault_id}
+    node, delay_s = step.restart_node, step.restart_delay_s
+    if not delay_s:
+        fault_id = t.net.restart(node)
+        t.cluster = t.net.cluster
+        return {"fault_id": fault_id}
+    kill_id = t.net.kill(node)
+
+    def start() -> dict[str, Any]:
+        t.net.start(node)
+        t.cluster = t.net.cluster
+        restart_id = f"restart-{uuid.uuid4().hex[:8]}"
+        t.history.emit("fault_start", fault_id=restart_id, kind="restart",
+                       detail={"node": node, "kill": kill_id, "delay_s": delay_s}, applied_ts=time.time(),
+                       effective_ts=None)
+        return {"restart_id": restart_id}
+    return {"fault_id": kill_id, "then": {"delay_s": delay_s, "run": start, "node": node}}
 
 
 def _admin(step: Step, t: Target) -> Result:
@@ -144,12 +172,63 @@ APPLY: dict[str, Callable[[Step, Target], Result]] = {
 
 
 def apply(step: Step, target: Target) -> Result:
-    """Apply `step` now; returns {"fault_id"?: ..., "detail"?: {...}}."""
-    return APPLY[step.action](step, target)
+    """Apply `step` now; returns {"fault_id"?: ..., "detail"?: {...}, "then"?: {delay_s, run, node}}."""
+    result = APPLY[step.action](step, target)
+    if step.action in ENDABLE and result.get("fault_id"):
+        target.opened[result["fault_id"]] = step
+    return result
+
+
+def _end_fault_record(net: Net, fault_id: str) -> None:
+    """Record the end of exactly `fault_id` (fault_end in the controller history; gone from the state)."""
+    info = net.active[fault_id]
+    net._end_faults([info["kind"]], time.time(), None, only=lambda other: other is info)
+
+
+def end_fault(step: Step, fault_id: str | None, t: Target) -> dict[str, Any]:
+    """End the fault that `step` started as `fault_id`; a no-op when it already ended (a heal, fast, another
+    partition, the node started again). Returns the detail the realised schedule keeps."""
+    net = t.net
+    if fault_id is None or fault_id not in net.active:
+        return {"already_ended": fault_id}
+    action = step.action
+    if action == "partition":
+        net.heal()
+    elif action == "pause":
+        net.resume(step.pause if isinstance(step.pause, str) else step.pause.node)
+    elif action == "kill":
+        net.start(step.kill)
+        t.cluster = net.cluster
+    elif action == "msg_fault":
+        rules = list(net.rules)
+        rule = rule_of(step.msg_fault)
+        if rule in rules:
+            rules.remove(rule)
+        net.rules = rules
+        net._apply_links()
+        _end_fault_record(net, fault_id)
+    elif action in LINK_ACTIONS:
+        from chaos.net import capabilities, choose_backend
+
+        still = [s for fid, s in t.opened.items() if fid != fault_id and fid in net.active and s.action in LINK_ACTIONS]
+        caps = capabilities()
+        net.links = {pair: (fault, choose_backend(fault, net.backend, caps))
+                     for pair, fault in link_faults(still, net.nodes).items()}
+        net._apply_links()
+        _end_fault_record(net, fault_id)
+    return {"ended": fault_id}
 
 
 def describe(step: Step) -> str:
     """A one-line description of a step for the terminal, e.g. `partition n2<-n1`."""
+    text = _describe_action(step)
+    when = f" [after {step.after}{f' + {step.delay_s:g} s' if step.delay_s else ''}]" if step.after else ""
+    lasts = f" for {step.duration_s:g} s" if step.duration_s is not None else ""
+    named = f" (id {step.id})" if step.id else ""
+    return f"{text}{lasts}{named}{when}"
+
+
+def _describe_action(step: Step) -> str:
     args = step.args
     if step.action == "workload":
         src = ",".join(args.from_) if isinstance(args.from_, list) else args.from_
@@ -157,10 +236,18 @@ def describe(step: Step) -> str:
         rate = f" at {args.rate:g}/s" if args.rate else ""
         return f"workload {args.kind} {src}{dest}: {args.count} x {args.size} B{rate}"
     if step.action == "msg_fault":
-        extra = "".join(f" {k}={v}" for k, v in (("conn_id", args.conn_id), ("seqno", args.seqno)) if v is not None)
+        extra = "".join(f" {k}={v}" for k, v in (("conn_id", args.conn_id), ("seqno", args.seqno),
+                                                 ("first", args.first)) if v is not None)
         return f"msg-fault {args.action} {args.type} {args.from_}->{args.to}{extra}"
     if step.action == "inject":
-        return f"inject {args.count} x {args.type}{args.fields or ''} {args.from_}->{args.to}"
+        extra = "".join(f" {k}={v!r}" for k, v in (("conn_id", args.conn_id), ("payload", args.payload))
+                        if v is not None)
+        return f"inject {args.count} x {args.type}{args.fields or ''} {args.from_}->{args.to}{extra}"
+    if step.action == "restart":
+        delay = f" after {step.restart_delay_s:g} s down" if step.restart_delay_s else ""
+        return f"restart {step.restart_node}{delay}"
+    if step.action == "end":
+        return f"end {args}"
     if step.action == "admin":
         return f"admin {args.op} at {args.node} toward {args.peer}"
     if step.action in ("heal", "fast"):

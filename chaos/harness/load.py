@@ -1,5 +1,6 @@
 """Load and validate a scenario: YAML with line numbers, `--set` overrides, the pydantic shape, then every
-cross-reference (nodes, grudges, links, message types and actions, check names and parameters, variants).
+cross-reference (nodes, grudges, links, message types and actions, step timing and ids, what `end` and
+`duration_s` may end, what `after` may wait for, check names and parameters, variants).
 
 `load_scenario(path, sets, variant)` returns a `Loaded` scenario or raises `ScenarioError` (a `UsageError`,
 exit code 2) listing every problem as `file:line: field: what was expected, got what`.
@@ -17,7 +18,8 @@ import pydantic
 from chaos.harness.errors import Problem, ScenarioError, dotted
 from chaos.harness.expect import HARNESS
 from chaos.harness.nodeenv import check_node_env, node_env
-from chaos.harness.schema import ACTIONS, NO_ARGUMENT, STEP_KEYS, Scenario
+from chaos.harness.schema import (ACTIONS, ENDABLE, HEALING, NO_ARGUMENT, RELATIVE_CONN_IDS, STEP_KEYS, Scenario,
+                                  Step)
 from chaos.harness.yamlsrc import Sourced, load_yaml, set_path
 from node.errors import UsageError
 
@@ -208,9 +210,17 @@ def _shape_problems(doc: Sourced) -> list[Problem]:
                                         f"unknown action {key!r}; expected one of {known}"))
             else:
                 actions.append(key)
-        if "at_s" not in step:
+        if "at_s" not in step and "after" not in step:
             problems.append(Problem(doc.locate(path), path + ("at_s",), "required field missing: when the step "
-                                                                          "happens, in seconds from the start"))
+                                                                          "happens: at_s (seconds from the start) "
+                                                                          "or after (heal, view, workload-done)"))
+        elif "at_s" in step and "after" in step:
+            problems.append(Problem(doc.locate(path + ("after",)), path + ("after",),
+                                    "a step has at_s or after, not both"))
+        for key, why in (("delay_s", "seconds after the condition"), ("timeout_s", "how long to wait for it")):
+            if key in step and "after" not in step:
+                problems.append(Problem(doc.locate(path + (key,)), path + (key,),
+                                        f"{key} goes with after ({why}); a step at at_s has neither"))
         if len(actions) > 1:
             problems.append(Problem(doc.locate(path + (actions[1],)), path + (actions[1],),
                                     f"one action per step, got {', '.join(map(str, actions))}; "
@@ -291,18 +301,77 @@ class _Checker:
 
     def steps(self) -> None:
         previous = 0.0
+        self.ids: dict[str, int] = {}
+        self.ended: dict[int, int] = {}  # fault step index -> the `end` step that ends it
         for index, step in enumerate(self.scenario.steps):
             path: tuple[Any, ...] = ("steps", index)
-            if step.at_s < previous:
-                self.add(path + ("at_s",), f"expected a time >= {previous:g} s (the previous step's), got "
-                                           f"{step.at_s:g}: steps are listed in time order")
-            previous = max(previous, step.at_s)
+            if step.at_s is not None:
+                if step.at_s < previous:
+                    self.add(path + ("at_s",), f"expected a time >= {previous:g} s (the previous step's), got "
+                                               f"{step.at_s:g}: steps are listed in time order")
+                previous = max(previous, step.at_s)
+            else:
+                self.after(path, index, step)
+            if step.id is not None:
+                if step.id in self.ids:
+                    first = self.ids[step.id]
+                    self.add(path + ("id",), f"id {step.id!r} is already used by steps[{first}] "
+                                             f"({self.doc.locate(('steps', first))}); ids are unique")
+                else:
+                    self.ids[step.id] = index
             action = step.action
+            if step.duration_s is not None and action not in ENDABLE:
+                self.add(path + ("duration_s",), f"duration_s ends the fault a step starts ({_endable()}); "
+                                                 f"{_written(action)} starts none")
             key = self.key_of(path, action, action.replace("_", "-"))
             getattr(self, f"step_{action}")(key, step.args)
+            if action == "end":
+                self.end(key, index, step.end)
         duration = self.scenario.duration_s
         if duration is not None and duration < previous:
             self.add(("duration_s",), f"expected at least {previous:g} s (the last step's time), got {duration:g}")
+
+    def after(self, path: tuple[Any, ...], index: int, step: Step) -> None:
+        """What a relative step waits for must be able to happen."""
+        earlier = self.scenario.steps[:index]
+        where = path + ("after",)
+        if step.after == "heal":
+            if not any(s.action in HEALING or s.duration_s is not None for s in earlier):
+                self.add(where, "after: heal waits for an earlier heal, fast, end, resume or start step, or for a "
+                                "fault step's duration_s to run out; there is none before this step")
+        elif step.after == "workload-done":
+            if not any(s.action == "workload" for s in earlier):
+                self.add(where, "after: workload-done waits for the workloads started so far; no workload step "
+                                "comes before this one")
+        elif step.after == "view" and (self.variant is None or self.variant in self.scenario.variants):
+            envs = node_env(self.scenario, self.variant)
+            without = [n for n in self.nodes if envs[n].get("SPLITLAB_MEMBERSHIP", "gms") == "none"]
+            if without:
+                under = f" in variant {self.variant}" if self.variant else ""
+                self.add(where, f"after: view needs a membership layer on every node; {', '.join(without)} "
+                                f"run{'s' if len(without) == 1 else ''} membership none{under}")
+
+    def end(self, path: tuple[Any, ...], index: int, target: str) -> None:
+        """`end: <id>` names an earlier step that starts a fault, not ended by another `end` already."""
+        ref = self.ids.get(target)
+        later = next((i for i, s in enumerate(self.scenario.steps) if s.id == target and i > index), None)
+        if ref is None and later is not None:
+            self.add(path, f"step id {target!r} is steps[{later}], which comes after this one; end names an earlier "
+                           "step")
+            return
+        if ref is None or ref >= index:
+            known = [f"{s.id}" for s in self.scenario.steps[:index] if s.id is not None and s.action in ENDABLE]
+            self.add(path, f"unknown step id {target!r}; expected the id of an earlier fault step"
+                           f"{': ' + ', '.join(known) if known else ' (give the step an id: id: p1)'}")
+            return
+        kind = self.scenario.steps[ref].action
+        if kind not in ENDABLE:
+            self.add(path, f"steps[{ref}] ({_written(kind)}) starts no fault to end; end works on {_endable()}"
+                           + (" (inject and restart are instants)" if kind in ("inject", "restart") else ""))
+        elif ref in self.ended:
+            self.add(path, f"steps[{ref}] ({target}) is already ended by steps[{self.ended[ref]}]")
+        else:
+            self.ended[ref] = index
 
     def step_workload(self, path: tuple[Any, ...], w: Any) -> None:
         senders = w.from_ if isinstance(w.from_, list) else [w.from_]
@@ -357,25 +426,68 @@ class _Checker:
 
     def step_msg_fault(self, path: tuple[Any, ...], m: Any) -> None:
         from chaos.dissect import message_type
-        from chaos.shaper.msgrules import MsgRule, parse_action
+        from chaos.shaper.msgrules import MsgRule, action_spec
 
         ok = self.node(path + ("from",), m.from_) & self.node(path + ("to",), m.to)
         code: list[int] = []
         self.guarded(path + ("type",), lambda: code.append(message_type(m.type)))
-        parsed: list[tuple[str, float, int]] = []
-        self.guarded(path + ("action",), lambda: parsed.append(parse_action(m.action)))
-        if ok and code and parsed:
-            action, ms, n = parsed[0]
-            self.guarded(path, lambda: MsgRule(type=code[0], src=m.from_, dst=m.to, action=action, ms=ms, n=n,
-                                               conn_id=m.conn_id, seqno=m.seqno))
+        parsed: list[dict[str, Any]] = []
+        self.guarded(path + ("action",), lambda: parsed.append(action_spec(m.action)))
+        names = _wire_fields(code[0]) if code else None
+        if names is not None and m.first is not None and "first" not in names:
+            self.add(path + ("first",), f"{_type_name(code[0])} has no first flag; first applies to UnicastData")
+            return
+        if names is not None and parsed and parsed[0]["action"] == "drop-range" and "seqno" not in names:
+            self.add(path + ("action",), f"drop-range selects by seqno; {_type_name(code[0])} has none")
+            return
+        if parsed:
+            self.guarded(path + ("action",), lambda: MsgRule(type=0, src="a", dst="b", **parsed[0]))
+        if ok and code and parsed and not any(p.path == path + ("action",) for p in self.problems):
+            self.guarded(path, lambda: MsgRule(type=code[0], src=m.from_, dst=m.to, conn_id=m.conn_id,
+                                               seqno=m.seqno, first=m.first, **parsed[0]))
 
     def step_inject(self, path: tuple[Any, ...], i: Any) -> None:
         from chaos import inject
+        from chaos.dissect import message_type
+        from chaos.harness.injection import PAYLOAD_TYPES, conn_side, wire_message
 
         ok = self.node(path + ("from",), i.from_) & self.node(path + ("to",), i.to)
         if ok and i.from_ == i.to:
             self.add(path + ("to",), f"expected a node other than the sender, got {i.to!r}")
-        self.guarded(path + ("type",), lambda: inject.message(str(i.type), **i.fields))
+        code: list[int] = []
+        self.guarded(path + ("type",), lambda: code.append(message_type(i.type)))
+        if not code:
+            return
+        name = _type_name(code[0])
+        if i.conn_id is not None:
+            if "conn_id" in i.fields:
+                self.add(path + ("conn_id",), "conn_id is given twice (also in fields); keep one")
+                return
+            if i.conn_id in RELATIVE_CONN_IDS:
+                if conn_side(code[0]) is None:
+                    self.add(path + ("conn_id",), f"conn_id {i.conn_id} is read from the target's unicast "
+                                                  f"connection; {name} is not a unicast message with a conn_id")
+                    return
+                if ok and (self.variant is None or self.variant in self.scenario.variants):
+                    unicast = node_env(self.scenario, self.variant)[i.to].get("SPLITLAB_UNICAST", "unicast3")
+                    if unicast == "unicast1":
+                        under = f" in variant {self.variant}" if self.variant else ""
+                        self.add(path + ("conn_id",), f"conn_id {i.conn_id} needs connection ids (unicast2 or "
+                                                      f"unicast3); {i.to} runs unicast1{under}")
+                        return
+            elif "conn_id" not in (_wire_fields(code[0]) or ()):
+                self.add(path + ("conn_id",), f"{name} has no conn_id")
+                return
+        conn = 1 if isinstance(i.conn_id, str) else i.conn_id
+        fields = dict(i.fields, **({} if conn is None else {"conn_id": conn}))
+        if i.payload is not None or code[0] in PAYLOAD_TYPES:
+            if code[0] not in PAYLOAD_TYPES:
+                self.add(path + ("payload",), f"payload goes with {' and '.join(PAYLOAD_TYPES.values())} "
+                                              f"injections, not {name}")
+                return
+            self.guarded(path + ("fields",), lambda: wire_message(code[0], fields, i.payload or ""))
+            return
+        self.guarded(path + ("type",), lambda: inject.message(str(i.type), **fields))
 
     def step_pause(self, path: tuple[Any, ...], p: Any) -> None:
         if isinstance(p, str):
@@ -386,7 +498,16 @@ class _Checker:
     def step_resume(self, path: tuple[Any, ...], node: str) -> None:
         self.node(path, node)
 
-    step_kill = step_start = step_restart = step_resume
+    step_kill = step_start = step_resume
+
+    def step_restart(self, path: tuple[Any, ...], r: Any) -> None:
+        if isinstance(r, str):
+            self.node(path, r)
+        else:
+            self.node(path + ("node",), r.node)
+
+    def step_end(self, path: tuple[Any, ...], _: Any) -> None:
+        pass  # checked by `end`, which needs the step's index
 
     def step_admin(self, path: tuple[Any, ...], a: Any) -> None:
         ok = self.node(path + ("node",), a.node) & self.node(path + ("peer",), a.peer)
@@ -425,6 +546,28 @@ class _Checker:
                         self.add(path, f"check {check} takes no parameters, got {', '.join(params)}")
                     continue
                 self.guarded(path, lambda: resolve(CHECKS, {check: params}))
+
+
+def _written(action: str) -> str:
+    return "msg-fault" if action == "msg_fault" else action
+
+
+def _endable() -> str:
+    return ", ".join(_written(a) for a in ENDABLE)
+
+
+def _type_name(code: int) -> str:
+    from chaos.dissect import type_name
+
+    return type_name(code)
+
+
+def _wire_fields(code: int) -> list[str] | None:
+    """The field names of a wire message type (None for an unknown code)."""
+    from node.wire import field_names, message_types
+
+    cls = message_types().get(code)
+    return None if cls is None else field_names(cls)
 
 
 def _without_unknown_actions(data: dict[str, Any]) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 final state and logs, `down`, the analysis, and the verdict against the scenario's expectations.
 
 Everything lands in the run directory `runs/<run-id>/` (or `--out DIR/<run-id>/`):
-    schedule.json      the realised schedule (chaos.harness.schedule), rewritten after every step
+    schedule.json      the realised schedule (chaos.harness.schedule), rewritten after every step (the steps'
+                       timing is chaos.harness.timeline's)
     verdict.json       expectations and outcomes, with the paths of the report
     report/summary.json, report/report.html   the analysis (pipeline)
     logs/<node>.log    each container's output;  final_state.json   each node's /state after the settle
@@ -17,17 +18,19 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import docker.errors
 from rich.markup import escape
 
 from chaos import cluster as clusters
 from chaos.harness import actions
+from chaos.harness.errors import StepError
 from chaos.harness.expect import UNBLOCKED, WORKLOADS, Verdict, check_params, judge, unblocked_check, workloads_check
 from chaos.harness.load import Loaded
 from chaos.harness.progress import Progress
-from chaos.harness.schedule import RealisedStep, Schedule
+from chaos.harness.schedule import Schedule
+from chaos.harness.timeline import Timeline
 from chaos.naming import new_run_id
 from chaos.net import ControllerHistory, Net
 from node.errors import EnvironmentProblem
@@ -101,39 +104,115 @@ def _final_states(cluster: clusters.Cluster, only: list[str] | None = None) -> d
     return out
 
 
-class Timeline:
-    """Applies the steps at their times and records what happened into the schedule."""
+class ContainerBackend:
+    """The wall-clock side of `chaos.harness.timeline.Timeline`: steps through `actions`, conditions read from the
+    nodes' control API (a node that does not answer is "not yet", never an error)."""
+
+    POLL_S = 0.1
 
     def __init__(self, loaded: Loaded, target: actions.Target, schedule: Schedule, progress: Progress) -> None:
         self.loaded = loaded
         self.target = target
         self.schedule = schedule
         self.progress = progress
+        self.nodes = loaded.scenario.node_names
         self.t0 = time.monotonic()
+        schedule.started_ts = time.time()
+        self._missing = ""
 
-    def elapsed(self) -> float:
+    def now_s(self) -> float:
         return time.monotonic() - self.t0
 
-    def run(self) -> None:
-        steps = self.loaded.scenario.steps
-        self.schedule.started_ts = time.time()
-        for index, step in enumerate(steps):
-            self.progress.wait(step.at_s - self.elapsed(), f"next: step {index + 1} at t={step.at_s:g} s")
-            realised = RealisedStep(index=index, action=step.action,
-                                    args=step.model_dump(mode="json", by_alias=True)[_key(step)], at_s=step.at_s,
-                                    applied_at_s=self.elapsed(), applied_ts=time.time())
-            self.progress.step(index, len(steps), step.at_s, realised.applied_at_s, actions.describe(step))
-            result = actions.apply(step, self.target)
-            realised.done_at_s = self.elapsed()
-            realised.fault_id = result.get("fault_id")
-            realised.detail = result.get("detail", {})
-            self.schedule.steps.append(realised)
-            self.schedule.save(self.target.cluster.run_dir)
-        self.progress.wait(self.loaded.scenario.timeline_s - self.elapsed(), "end of the timeline")
+    def now_ts(self) -> float:
+        return time.time()
 
+    def pass_time(self, until_s: float, label: str) -> None:
+        self.progress.wait(until_s - self.now_s(), label)
 
-def _key(step: Any) -> str:
-    return "msg-fault" if step.action == "msg_fault" else step.action
+    def wait_until(self, ready: Callable[[], bool], until_s: float, label: str) -> bool:
+        told = False
+        while not ready():
+            left = until_s - self.now_s()
+            if left <= 0:
+                return False
+            if not told:
+                self.progress.log(f"waiting for {label} ...")
+                told = True
+            time.sleep(min(self.POLL_S, left))
+        return True
+
+    def apply(self, index: int, step: Any) -> dict[str, Any]:
+        return actions.apply(step, self.target)
+
+    def end_fault(self, index: int, step: Any, fault_id: str | None) -> dict[str, Any]:
+        return actions.end_fault(step, fault_id, self.target)
+
+    def _state(self, node: str) -> dict[str, Any] | None:
+        try:
+            return self.target.cluster.client(node).state()
+        except EnvironmentProblem:
+            return None  # down, paused or restarting
+
+    def view_mark(self) -> dict[str, Any]:
+        marks = {}
+        for node in self.nodes:
+            state = self._state(node)
+            marks[node] = (state.get("view") or {}).get("view_id") if state else None
+        return marks
+
+    def views_installed(self, mark: dict[str, Any] | None) -> bool:
+        mark = mark or {}
+        for node in self.nodes:
+            state = self._state(node)
+            view = (state or {}).get("view")
+            if view is None:
+                self._missing = f"{node} {'does not answer' if state is None else 'has no view'}"
+                return False
+            if view["view_id"] == mark.get(node):
+                self._missing = f"{node} still holds view {view['view_id']} {view['members']}"
+                return False
+            if not set(self.nodes) <= set(view["members"]):
+                self._missing = f"{node}'s view {view['view_id']} holds {', '.join(view['members'])}"
+                return False
+        return True
+
+    def workloads_done(self) -> bool:
+        for node, items in self.target.workloads.items():
+            state = self._state(node)
+            if state is None:
+                self._missing = f"{node} does not answer"
+                return False
+            for item in items:
+                if state.get("boot") != item["boot"]:
+                    raise StepError(f"workload {node}#{item['id']} went with {node}'s restarted process: it will "
+                                    "never hand all its messages to the protocol")
+                found = next((w for w in state.get("workloads", []) if w["id"] == item["id"]), None)
+                if found is not None and found.get("error"):
+                    raise StepError(f"workload {node}#{item['id']} ended with an error after {found['sent']}/"
+                                    f"{item['count']} messages: {found['error']}")
+                if found is None or found["sent"] < item["count"]:
+                    sent = "?" if found is None else found["sent"]
+                    blocked = " (blocked on a full window)" if found and found.get("blocked") else ""
+                    self._missing = f"workload {node}#{item['id']} has sent {sent}/{item['count']}{blocked}"
+                    return False
+        return True
+
+    def control_ready(self, node: str) -> bool:
+        try:
+            self.target.cluster.client(node).health()
+        except EnvironmentProblem:
+            self._missing = f"{node}'s control API does not answer"
+            return False
+        return True
+
+    def waiting_for(self) -> str:
+        return self._missing
+
+    def show(self, index: int, total: int, planned_s: float, applied_s: float, step: Any) -> None:
+        self.progress.step(index, total, planned_s, applied_s, actions.describe(step))
+
+    def save(self) -> None:
+        self.schedule.save(self.target.cluster.run_dir)
 
 
 def run(loaded: Loaded, *, seed: int | None = None, out: Path | str | None = None,
@@ -162,7 +241,7 @@ def run(loaded: Loaded, *, seed: int | None = None, out: Path | str | None = Non
     try:
         net = Net(cluster, seed=seed, log=progress.log)
         target = actions.Target(cluster, net, ControllerHistory(cluster.run_dir, run_id))
-        Timeline(loaded, target, schedule, progress).run()
+        Timeline(scenario, ContainerBackend(loaded, target, schedule, progress), schedule).run()
         timeline_states = _final_states(target.cluster, only=list(target.workloads))
         progress.say("final heal: every fault removed")
         heal_start = time.time()

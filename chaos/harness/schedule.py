@@ -2,7 +2,9 @@
 when it was planned, when it was applied and when it took effect. Saved as `<run_dir>/schedule.json`.
 
 `replay_document` turns a saved schedule back into a scenario whose steps happen at their realised times, so
-`splitlab replay RUN_DIR` runs what really happened rather than what was planned.
+`splitlab replay RUN_DIR` runs what really happened rather than what was planned: relative steps (`after`)
+become `at_s` steps at the time they fired, a fault's `duration_s` becomes an `end` step at the time the fault
+really ended, and a delayed restart keeps the delay it really had.
 """
 from __future__ import annotations
 
@@ -32,6 +34,12 @@ class RealisedStep:
     effective_ts: float | None = None
     fault_id: str | None = None
     detail: dict[str, Any] = field(default_factory=dict)
+    after: str | None = None                  # the condition of a relative step
+    condition_met_at_s: float | None = None   # when it held (the step fired delay_s later)
+    end_applied_at_s: float | None = None     # when what the step left for later began: its fault's end
+    ended_at_s: float | None = None           # (duration_s) or the restarted node's start (restart delay_s),
+    ended_ts: float | None = None             # and when it was done
+    end_detail: dict[str, Any] = field(default_factory=dict)
 
     @property
     def late_s(self) -> float | None:
@@ -99,20 +107,55 @@ def load(run_dir: Path | str) -> Schedule:
                     replay_of=data.get("replay_of"))
 
 
+RELATIVE_KEYS = ("after", "delay_s", "timeout_s")
+
+
 def replay_document(schedule: Schedule) -> dict[str, Any]:
-    """The scenario with each applied step at its realised time (steps never applied are left out)."""
+    """The scenario with each applied step at its realised time (steps never applied are left out, with the
+    `end` steps of their faults); relative steps become absolute, a fault's realised `duration_s` an `end` step."""
     doc = copy.deepcopy(schedule.scenario)
     steps = doc.get("steps") or []
     realised = {s.index: s for s in schedule.steps if s.applied_at_s is not None}
-    kept = []
-    last = 0.0
+    ids = {raw.get("id") for raw in steps if isinstance(raw, dict)}
+    dropped_ids = set()
+    entries: list[tuple[float, int, int, dict[str, Any]]] = []
     for index, raw in enumerate(steps):
         step = realised.get(index)
         if step is None:
+            if isinstance(raw, dict) and raw.get("id") is not None:
+                dropped_ids.add(raw["id"])
             continue
-        last = max(last, round(step.applied_at_s, 3))
-        kept.append({**raw, "at_s": last})
-    doc["steps"] = kept
+        if raw.get("end") in dropped_ids:
+            continue
+        kept = {k: v for k, v in raw.items() if k not in RELATIVE_KEYS and k != "duration_s"}
+        kept["at_s"] = round(step.applied_at_s, 3)
+        end_at_s = step.end_applied_at_s if step.end_applied_at_s is not None else step.ended_at_s
+        if raw.get("duration_s") is not None and end_at_s is not None and not step.end_detail.get("already_ended"):
+            fault_id = raw.get("id")
+            if fault_id is None:
+                fault_id = next(f"step{index}{suffix}" for suffix in ("", *map(str, range(1, 1000)))
+                                if f"step{index}{suffix}" not in ids)
+                ids.add(fault_id)
+                kept["id"] = fault_id
+            entries.append((round(end_at_s, 3), index, 1,
+                            {"at_s": round(end_at_s, 3), "end": fault_id,
+                             "note": f"duration_s of steps[{index}] ran out"}))
+        restart = raw.get("restart")
+        if isinstance(restart, dict) and end_at_s is not None and step.done_at_s is not None:
+            kept["restart"] = {**restart, "delay_s": round(max(0.0, end_at_s - step.done_at_s), 3)}
+        entries.append((kept["at_s"], index, 0, kept))
+    entries.sort(key=lambda e: e[:3])
+    last = 0.0
+    kept_steps = []
+    ended: set[str] = set()
+    for at_s, _, _, raw in entries:
+        if raw.get("end") is not None:
+            if raw["end"] in ended:
+                continue  # the other end of the same fault came first: this one was a no-op
+            ended.add(raw["end"])
+        last = max(last, at_s)
+        kept_steps.append({**raw, "at_s": last})
+    doc["steps"] = kept_steps
     if doc.get("duration_s") is not None:
         doc["duration_s"] = max(float(doc["duration_s"]), last)
     return doc

@@ -3,7 +3,7 @@
     name, description, seed
     cluster:   nodes (count, named n1..nN), defaults (NodeSettings), overrides {node: NodeSettings}
     variants:  {name: NodeSettings + overrides {node: NodeSettings}}   e.g. legacy, fixed
-    steps:     [{at_s, <one action>}]                                   see ACTIONS
+    steps:     [{at_s | after (+ delay_s, timeout_s), id, duration_s, <one action>}]   see ACTIONS
     settle_s:  seconds to wait after the final heal before the analysis
     expect:    {variant | default: {check: ok | fail | {status, <check parameters>}}}
 
@@ -30,6 +30,8 @@ NodeName = Annotated[str, Field(min_length=1, max_length=32)]
 Seconds = Annotated[float, Field(ge=0, le=MAX_TIME_S)]
 Millis = Annotated[int, Field(ge=0, le=3_600_000)]
 Pct = Annotated[float, Field(ge=0, le=100)]
+PositiveSeconds = Annotated[float, Field(gt=0, le=MAX_TIME_S)]
+StepId = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,31}$")]
 
 
 class Model(BaseModel):
@@ -136,6 +138,10 @@ class MsgFault(Model):
     action: str
     conn_id: Optional[Annotated[int, Field(ge=0)]] = None
     seqno: Optional[Annotated[int, Field(ge=0)]] = None
+    first: Optional[bool] = None
+
+
+RELATIVE_CONN_IDS = ("current", "previous", "next")
 
 
 class Inject(Model):
@@ -144,6 +150,13 @@ class Inject(Model):
     to: NodeName
     fields: dict[str, int] = Field(default_factory=dict)
     count: Annotated[int, Field(ge=1, le=10_000)] = 1
+    conn_id: Optional[Union[Annotated[int, Field(ge=0, le=0xFFFFFFFF)], Literal[RELATIVE_CONN_IDS]]] = None
+    payload: Optional[Annotated[str, Field(max_length=60_000)]] = None
+
+
+class Restart(Model):
+    node: NodeName
+    delay_s: Seconds = 0.0
 
 
 class Pause(Model):
@@ -157,10 +170,20 @@ class Admin(Model):
     peer: NodeName
 
 
-class Step(Model):
-    """`at_s` plus exactly one action (checked by `chaos.harness.load` before this model sees the step)."""
+AFTER = ("heal", "view", "workload-done")
+DEFAULT_AFTER_TIMEOUT_S = 60.0
 
-    at_s: Seconds
+
+class Step(Model):
+    """When (`at_s`, or `after` a condition plus `delay_s`), an optional `id` and `duration_s`, and exactly one
+    action (checked by `chaos.harness.load` before this model sees the step)."""
+
+    at_s: Optional[Seconds] = None
+    after: Optional[Literal[AFTER]] = None
+    delay_s: Optional[Seconds] = None
+    timeout_s: Optional[PositiveSeconds] = None
+    id: Optional[StepId] = None
+    duration_s: Optional[PositiveSeconds] = None
     note: str = ""
     workload: Optional[Workload] = None
     partition: Optional[Union[str, dict[NodeName, list[NodeName]]]] = None
@@ -175,8 +198,9 @@ class Step(Model):
     resume: Optional[NodeName] = None
     kill: Optional[NodeName] = None
     start: Optional[NodeName] = None
-    restart: Optional[NodeName] = None
+    restart: Optional[Union[NodeName, Restart]] = None
     admin: Optional[Admin] = None
+    end: Optional[StepId] = None
 
     @property
     def action(self) -> str:
@@ -190,13 +214,34 @@ class Step(Model):
     def args(self) -> Any:
         return getattr(self, self.action)
 
+    @property
+    def wait_s(self) -> float:
+        """How long a relative step waits for its condition before the run stops with an error."""
+        return self.timeout_s if self.timeout_s is not None else DEFAULT_AFTER_TIMEOUT_S
+
+    @property
+    def restart_node(self) -> str | None:
+        """The node a restart step restarts (None for other actions)."""
+        if self.restart is None:
+            return None
+        return self.restart if isinstance(self.restart, str) else self.restart.node
+
+    @property
+    def restart_delay_s(self) -> float:
+        return 0.0 if self.restart is None or isinstance(self.restart, str) else self.restart.delay_s
+
 
 # Action names as written in the file (msg-fault is also accepted as msg_fault). Actions without arguments
 # (heal, fast) may be written with an empty value: `heal:` / `fast:`.
 ACTIONS = ("workload", "partition", "heal", "slow", "fast", "flaky", "shape", "msg_fault", "inject", "pause",
-           "resume", "kill", "start", "restart", "admin")
+           "resume", "kill", "start", "restart", "admin", "end")
 NO_ARGUMENT = ("heal", "fast")
-STEP_KEYS = ("at_s", "note")
+STEP_KEYS = ("at_s", "after", "delay_s", "timeout_s", "id", "duration_s", "note")
+# faults a step opens that `end: <id>` or the step's own `duration_s` can end (inject and restart are instants)
+ENDABLE = ("partition", "slow", "flaky", "shape", "msg_fault", "pause", "kill")
+LINK_ACTIONS = ("slow", "flaky", "shape")
+# steps that end faults: what `after: heal` waits for (besides a fault step's own duration_s)
+HEALING = ("heal", "fast", "end", "resume", "start")
 
 
 # --- expectations -----------------------------------------------------------------------------------------------
@@ -220,6 +265,7 @@ class Scenario(Model):
 
     @property
     def timeline_s(self) -> float:
-        """Length of the timeline: `duration_s`, else the last step's time."""
-        last = max((s.at_s for s in self.steps), default=0.0)
+        """Planned length of the timeline: `duration_s`, else the last `at_s`. A run goes on longer when relative
+        steps, a step's own `duration_s` or a restart's `delay_s` take it further (chaos.harness.timeline)."""
+        last = max((s.at_s for s in self.steps if s.at_s is not None), default=0.0)
         return max(self.duration_s or 0.0, last)

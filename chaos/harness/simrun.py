@@ -3,18 +3,24 @@ environment a container gets, by `node.__main__.build_stack`), virtual time, and
 The history is written like a container run's (events/<node>.jsonl, events/controller.jsonl, schedule.json),
 so the same analysis and expectations judge it.
 
-| step | simulator equivalent |
-|---|---|
-| workload | application sends at the given rate (multicast: waits while the window is full) |
-| partition / heal | one-way cuts of the simulated network / all cuts removed |
-| slow / flaky / shape / fast | per-link delay, jitter, loss, duplication, reordering / links back to default |
-| msg-fault | the simulator's message faults: drop, drop-first:N, drop-nth:N, delay:MS, hold:MS |
-| inject | the datagram the real injection would send (scapy dissector), delivered to the target |
-| admin | the unicast layer's request |
+    workload            application sends at the given rate (multicast: waits while the window is full)
+    partition / heal    one-way cuts of the simulated network / all cuts removed
+    slow, flaky, shape  per-link delay, jitter, loss, duplication, reordering; fast: links back to default
+    msg-fault           the simulator's message faults (drop, drop-first:N, drop-nth:N, drop-every:N,
+                        drop-range:A-B, delay:MS, hold:MS), matched by conn_id, seqno and first through
+                        node.sim.faults `where` predicates
+    inject              the datagram the real injection would send, delivered to the target; conn_id current,
+                        previous, next read from the target's unicast layer object
+    admin               the unicast layer's request
+    end, duration_s     that fault removed (a hold keeps what it holds until its release time); link faults
+                        rebuilt from the steps still open
+    after: heal, view,  the same conditions, checked after every simulated event (view: `view` events recorded
+    workload-done       after the previous step)
 
 pause, resume, kill, start, restart, corruption, rate limits, delay distributions and correlation, and the
 `duplicate` message fault have no equivalent:
-such a scenario is refused (UsageError, exit code 2) before anything runs. One seed drives the simulator.
+such a scenario is refused (UsageError, exit code 2) before anything runs. One seed drives the simulator; the
+steps' timing is `chaos.harness.timeline`'s, as on containers.
 """
 from __future__ import annotations
 
@@ -25,10 +31,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from chaos.harness.errors import Problem, ScenarioError
+from chaos.harness.errors import Problem, ScenarioError, StepError
+from chaos.harness.faultstate import link_faults
 from chaos.harness.load import Loaded
 from chaos.harness.progress import Progress
-from chaos.harness.schedule import RealisedStep, Schedule
+from chaos.harness.schedule import Schedule
+from chaos.harness.schema import LINK_ACTIONS
+from chaos.harness.timeline import Timeline
 from chaos.naming import new_run_id
 from node.core import make_payload
 from node.errors import UsageError
@@ -147,6 +156,8 @@ class SimCluster:
         self.cuts: set[tuple[str, str]] = set()
         self.links: dict[tuple[str, str], dict[str, float]] = {}
         self.active: dict[str, str] = {}  # fault_id -> kind
+        self.opened: dict[str, Any] = {}  # fault_id -> the step that opened it, in order
+        self.msg_faults: dict[str, tuple[int, Any, dict[str, Any]]] = {}  # fault_id -> (sim id, switch, hold)
         for name, env in loaded.node_env().items():
             full = {"SPLITLAB_NODE": name, "SPLITLAB_RUN": history.run_id, "SPLITLAB_MEMBERS": ",".join(self.nodes),
                     "SPLITLAB_TOKEN": "sim",  # a container takes its first conn_id from its boot time; here the seed
@@ -166,10 +177,11 @@ class SimCluster:
                          {"fault_id": fault_id, "kind": kind, "detail": detail, "applied_ts": now, "effective_ts": now})
         return fault_id
 
-    def end(self, kinds: tuple[str, ...]) -> None:
+    def end(self, kinds: tuple[str, ...], only: str | None = None) -> None:
+        """Record the end of every open fault of `kinds` (or of the one fault `only`)."""
         now = self.history.base_ts + self.sim.now_s
         for fault_id, kind in list(self.active.items()):
-            if kind in kinds:
+            if kind in kinds and only in (None, fault_id):
                 del self.active[fault_id]
                 self.history.add("controller", self.sim.now_s, "fault_end",
                                  {"fault_id": fault_id, "kind": kind, "applied_ts": now, "effective_ts": now})
@@ -276,49 +288,99 @@ class SimCluster:
 # --- steps --------------------------------------------------------------------------------------------------------
 def _msg_fault(c: SimCluster, m: Any) -> str:
     from chaos.dissect import message_type
-    from chaos.shaper.msgrules import parse_action
+    from chaos.shaper.msgrules import action_spec
+    from node.sim import faults
     from node.wire import message_types
 
     cls = message_types()[message_type(m.type)]
-    action, ms, n = parse_action(m.action)
-
-    def fields_match(msg: Any) -> bool:
-        return ((m.conn_id is None or getattr(msg, "conn_id", None) == m.conn_id)
-                and (m.seqno is None or getattr(msg, "seqno", None) == m.seqno))
-
+    spec = action_spec(m.action)
+    action = spec["action"]
+    base = faults.fields_equal(conn_id=m.conn_id, seqno=m.seqno, first=m.first)
     sim = c.sim
-    if action == "drop":
-        sim.drop_matching(m.from_, m.to, cls, where=fields_match)
+    holder: dict[str, Any] = {}
+    if action == "drop-range":
+        base = faults.all_of(base, faults.seqno_within(spec["seqno_lo"], spec["seqno_hi"]))
+    switch = faults.Switch()
+    if action in ("drop", "drop-range"):
+        switch.where = base
+        sim_id = sim.drop_matching(m.from_, m.to, cls, where=switch)
     elif action == "drop-first":
-        sim.drop_matching(m.from_, m.to, cls, where=fields_match, count=n)
+        switch.where = base
+        sim_id = sim.drop_matching(m.from_, m.to, cls, where=switch, count=spec["n"])
     elif action == "drop-nth":
-        seen = [0]
-
-        def nth(msg: Any) -> bool:
-            if not fields_match(msg):
-                return False
-            seen[0] += 1
-            return seen[0] == n
-        sim.drop_matching(m.from_, m.to, cls, where=nth)
+        switch.where = faults.nth_only(spec["n"], base)
+        sim_id = sim.drop_matching(m.from_, m.to, cls, where=switch)
+    elif action == "drop-every":
+        switch.where = faults.every_nth(spec["n"], base)
+        sim_id = sim.drop_matching(m.from_, m.to, cls, where=switch)
     elif action == "delay":
-        sim.delay_matching(m.from_, m.to, cls, ms / 1000, where=fields_match)
+        switch.where = base
+        sim_id = sim.delay_matching(m.from_, m.to, cls, spec["ms"] / 1000, where=switch)
     else:  # hold: from the first match on for `ms`, then released together; later matches pass
-        holder: dict[str, Any] = {}
-
         def first_then_window(msg: Any) -> bool:
-            if not fields_match(msg):
+            if not base(msg):
                 return False
             if "release_at" not in holder:
-                holder["release_at"] = sim.now_s + ms / 1000
+                holder["release_at"] = sim.now_s + spec["ms"] / 1000
                 sim.at(holder["release_at"], lambda: sim.release(holder["id"]))
             return True
-        holder["id"] = sim.hold(m.from_, m.to, cls, where=first_then_window)
-    return c.fault("msg_fault", {"type": m.type, "src": m.from_, "dst": m.to, "action": m.action,
-                                 "conn_id": m.conn_id, "seqno": m.seqno})
+        switch.where = first_then_window
+        sim_id = holder["id"] = sim.hold(m.from_, m.to, cls, where=switch)
+    fault_id = c.fault("msg_fault", {"type": m.type, "src": m.from_, "dst": m.to, "action": m.action,
+                                     "conn_id": m.conn_id, "seqno": m.seqno, "first": m.first})
+    c.msg_faults[fault_id] = (sim_id, switch, holder)
+    return fault_id
+
+
+def end_fault(c: SimCluster, step: Any, fault_id: str | None) -> dict[str, Any]:
+    """End the fault `step` opened as `fault_id` (a no-op when it already ended); see the module docstring."""
+    if fault_id is None or fault_id not in c.active:
+        return {"already_ended": fault_id}
+    action = step.action
+    if action == "partition":
+        c.set_cuts(set())
+    elif action == "msg_fault":
+        sim_id, switch, holder = c.msg_faults.pop(fault_id)
+        switch.off()
+        if sim_id in c.sim.faults.faults and "release_at" not in holder:
+            c.sim.remove_fault(sim_id)  # a hold that holds messages keeps them until its release time
+    elif action in LINK_ACTIONS:
+        still = [s for fid, s in c.opened.items() if fid != fault_id and fid in c.active and s.action in LINK_ACTIONS]
+        c.set_links({pair: fault.as_dict() for pair, fault in link_faults(still, c.nodes).items()}, merge=False)
+    else:
+        raise UsageError(f"{action} has no simulator equivalent")
+    c.end((c.active[fault_id],), only=fault_id)
+    return {"ended": fault_id}
+
+
+def _inject(c: SimCluster, args: Any) -> dict[str, Any]:
+    from chaos.dissect import message_type
+    from chaos.harness.injection import datagram, relative_conn_id
+
+    code = message_type(args.type)
+    fields = dict(args.fields)
+    detail: dict[str, Any] = {}
+    if isinstance(args.conn_id, str):
+        state = c.sim.layer(args.to, "unicast").state(c.sim.now_s)
+        fields["conn_id"] = detail["conn_id"] = relative_conn_id(state, args.to, args.from_, code, args.conn_id)
+    elif args.conn_id is not None:
+        fields["conn_id"] = args.conn_id
+    data = datagram(c.sim.cluster_id, args.from_, code, fields, args.payload)
+    for _ in range(args.count):
+        c.sim.inject_bytes(args.to, data)
+    return {"fault_id": c.fault("inject", {"from": args.from_, "to": args.to, "count": args.count, **detail}),
+            "detail": detail}
 
 
 def apply_step(c: SimCluster, step: Any) -> dict[str, Any]:
     """Apply one step in the simulator now; returns the realised schedule's fields (fault_id, detail)."""
+    result = _apply(c, step)
+    if result.get("fault_id"):
+        c.opened[result["fault_id"]] = step
+    return result
+
+
+def _apply(c: SimCluster, step: Any) -> dict[str, Any]:
     from chaos import grudge as grudges
 
     action, args = step.action, step.args
@@ -354,12 +416,7 @@ def apply_step(c: SimCluster, step: Any) -> dict[str, Any]:
     if action == "msg_fault":
         return {"fault_id": _msg_fault(c, args)}
     if action == "inject":
-        from chaos import dissect, inject
-
-        data = dissect.build(c.sim.cluster_id, args.from_, [inject.message(str(args.type), **args.fields)])
-        for _ in range(args.count):
-            c.sim.inject_bytes(args.to, data)
-        return {"fault_id": c.fault("inject", {"from": args.from_, "to": args.to, "count": args.count})}
+        return _inject(c, args)
     if action == "admin":
         c.sim.request(args.node, "unicast", args.op, {"peer": args.peer})
         return {"detail": {"op": args.op}}
@@ -373,6 +430,85 @@ def _drain_records(c: SimCluster, done: int) -> int:
         fields = {k: v for k, v in event.items() if k not in ("ts", "node", "type")}
         c.history.add(event["node"], event["ts"], event["type"], fields)
     return len(events)
+
+
+class SimBackend:
+    """The virtual-time side of `chaos.harness.timeline.Timeline`: conditions are checked after every simulated
+    event; the history keeps the simulator's records in the order they happened."""
+
+    def __init__(self, c: SimCluster, schedule: Schedule, run_dir: Path, progress: Progress) -> None:
+        self.c = c
+        self.schedule = schedule
+        self.run_dir = run_dir
+        self.progress = progress
+        self.recorded = 0
+        self._scan: dict[str, Any] = {"mark": None, "pos": 0, "done": set()}
+        self._missing = ""
+
+    def drain(self) -> None:
+        self.recorded = _drain_records(self.c, self.recorded)
+
+    def now_s(self) -> float:
+        return self.c.sim.now_s
+
+    def now_ts(self) -> float:
+        return self.c.history.base_ts + self.c.sim.now_s
+
+    def pass_time(self, until_s: float, label: str) -> None:
+        self.c.sim.run_until(until_s)
+
+    def wait_until(self, ready: Any, until_s: float, label: str) -> bool:
+        if ready():
+            return True
+        return self.c.sim.run_until_true(ready, max(0.0, until_s - self.c.sim.now_s))
+
+    def apply(self, index: int, step: Any) -> dict[str, Any]:
+        self.drain()
+        return apply_step(self.c, step)
+
+    def end_fault(self, index: int, step: Any, fault_id: str | None) -> dict[str, Any]:
+        self.drain()
+        return end_fault(self.c, step, fault_id)
+
+    def view_mark(self) -> int:
+        return len(self.c.sim.events)
+
+    def views_installed(self, mark: int | None) -> bool:
+        """Every node recorded a `view` holding all nodes after event number `mark` (scanned incrementally)."""
+        scan = self._scan
+        if scan["mark"] != mark:
+            scan.update(mark=mark, pos=mark or 0, done=set())
+        events, nodes = self.c.sim.events, set(self.c.nodes)
+        for event in events[scan["pos"]:]:
+            if event["type"] == "view" and nodes <= set(event["members"]):
+                scan["done"].add(event["node"])
+        scan["pos"] = len(events)
+        missing = sorted(nodes - scan["done"])
+        self._missing = f"{', '.join(missing)} installed no view holding every node after it"
+        return not missing
+
+    def workloads_done(self) -> bool:
+        for w in self.c.workloads:
+            if w.error is not None:
+                raise StepError(f"workload {w.node}#{w.id} ended with an error after {w.sent}/{w.count} "
+                                f"messages: {w.error}")
+            if w.sent < w.count:
+                blocked = " (blocked on a full window)" if w.blocked_since_s is not None else ""
+                self._missing = f"workload {w.node}#{w.id} has sent {w.sent}/{w.count}{blocked}"
+                return False
+        return True
+
+    def control_ready(self, node: str) -> bool:
+        return True  # simulated members never go down (process steps are refused)
+
+    def waiting_for(self) -> str:
+        return self._missing
+
+    def show(self, index: int, total: int, planned_s: float, applied_s: float, step: Any) -> None:
+        self.progress.step(index, total, planned_s, applied_s, _describe(step))
+
+    def save(self) -> None:
+        pass  # written once at the end: a simulated run does not stop half-way
 
 
 def run(loaded: Loaded, *, seed: int | None = None, out: Path | str | None = None, progress: Progress | None = None,
@@ -395,28 +531,23 @@ def run(loaded: Loaded, *, seed: int | None = None, out: Path | str | None = Non
     schedule = Schedule(scenario=loaded.doc.data, source=str(loaded.path or loaded.doc.source), variant=loaded.variant,
                         seed=seed, backend="sim", run_id=run_id, sets=loaded.sets, started_ts=history.base_ts,
                         replay_of=replay_of)
-    recorded = 0
-    for index, step in enumerate(scenario.steps):
-        c.sim.run_until(step.at_s)
-        recorded = _drain_records(c, recorded)
-        realised = RealisedStep(index=index, action=step.action, at_s=step.at_s, applied_at_s=c.sim.now_s,
-                                applied_ts=history.base_ts + c.sim.now_s,
-                                args=step.model_dump(mode="json", by_alias=True)[
-                                    "msg-fault" if step.action == "msg_fault" else step.action])
-        progress.step(index, len(scenario.steps), step.at_s, c.sim.now_s, _describe(step))
-        result = apply_step(c, step)
-        realised.done_at_s = c.sim.now_s
-        realised.effective_ts = realised.applied_ts
-        realised.fault_id = result.get("fault_id")
-        realised.detail = result.get("detail", {})
-        schedule.steps.append(realised)
-    c.sim.run_until(scenario.timeline_s)
+    backend = SimBackend(c, schedule, run_dir, progress)
+    try:
+        Timeline(scenario, backend, schedule).run()
+    except StepError:
+        backend.drain()
+        history.write()
+        schedule.save(run_dir)
+        raise
+    for realised in schedule.steps:
+        realised.effective_ts = realised.applied_ts  # a simulated fault is in effect the moment it is applied
+    timeline_end_s = c.sim.now_s
     timeline_states = c.states()
-    recorded = _drain_records(c, recorded)
+    backend.drain()
     c.heal_all()
     schedule.final_heal = {"applied_ts": history.base_ts + c.sim.now_s}
-    c.sim.run_until(scenario.timeline_s + scenario.settle_s)
-    _drain_records(c, recorded)
+    c.sim.run_until(timeline_end_s + scenario.settle_s)
+    backend.drain()
     states = c.states()
     for node in c.nodes:
         history.add(node, c.sim.now_s, "node_stop", {"reason": "exit", "counters": {}})

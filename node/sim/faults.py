@@ -4,11 +4,15 @@ A `MsgFault` matches a message by sender, receiver, message class and an optiona
 first=True"), acts on at most `count` matching messages (None: all), and is checked before bundling, so it hits
 exactly one message. `hold` keeps matching messages until `Simulator.release` sends them on (a delayed message
 whose arrival a test wants to place exactly, like the stale STABLE of JGRP-1873).
+
+`where` predicates for the usual selections are built here: `fields_equal` (conn_id, seqno, first, ...),
+`seqno_within` (a seqno range), `every_nth` / `nth_only` (counting the messages another predicate matched),
+`all_of`, and `Switch` (a predicate that can be turned off, to end a fault whose held messages must still go).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 from node.errors import UsageError
 from node.wire import Message, message_types
@@ -89,3 +93,78 @@ class FaultTable:
                 fault.hits += 1
                 return fault
         return None
+
+
+Where = Callable[[Message], bool]
+
+
+def fields_equal(**values: Any) -> Where:
+    """Matches messages whose fields equal `values` (None values are ignored: no condition); a message without
+    such a field does not match. `first` compares as a boolean."""
+    wanted = {k: v for k, v in values.items() if v is not None}
+    missing = object()
+
+    def where(msg: Message) -> bool:
+        for name, value in wanted.items():
+            got = getattr(msg, name, missing)
+            if got is missing:
+                return False
+            if (bool(got) != bool(value)) if isinstance(value, bool) else got != value:
+                return False
+        return True
+    return where
+
+
+def seqno_within(lo: int, hi: int) -> Where:
+    """Matches messages with a `seqno` within lo..hi (inclusive)."""
+    if not 0 <= lo <= hi:
+        raise UsageError(f"seqno range needs 0 <= lo <= hi, got {lo}..{hi}")
+
+    def where(msg: Message) -> bool:
+        seqno = getattr(msg, "seqno", None)
+        return isinstance(seqno, int) and lo <= seqno <= hi
+    return where
+
+
+def all_of(*preds: Where | None) -> Where:
+    """Matches when every given predicate does (None: no condition); evaluated in order, stopping at the first
+    that fails, so a counting predicate last sees only messages the others matched."""
+    active = [p for p in preds if p is not None]
+    return lambda msg: all(p(msg) for p in active)
+
+
+def _counting(n: int, base: Where | None, hit: Callable[[int], bool]) -> Where:
+    if n < 1:
+        raise UsageError(f"message count must be >= 1, got {n}")
+    seen = [0]
+
+    def where(msg: Message) -> bool:
+        if base is not None and not base(msg):
+            return False
+        seen[0] += 1
+        return hit(seen[0])
+    return where
+
+
+def every_nth(n: int, base: Where | None = None) -> Where:
+    """Matches the n-th, 2n-th, ... message that `base` matches."""
+    return _counting(n, base, lambda seen: seen % n == 0)
+
+
+def nth_only(n: int, base: Where | None = None) -> Where:
+    """Matches only the n-th message that `base` matches."""
+    return _counting(n, base, lambda seen: seen == n)
+
+
+class Switch:
+    """A predicate wrapper that can be turned off (`off()`): from then on it matches nothing."""
+
+    def __init__(self, where: Where | None = None) -> None:
+        self.where = where
+        self.on = True
+
+    def off(self) -> None:
+        self.on = False
+
+    def __call__(self, msg: Message) -> bool:
+        return self.on and (self.where is None or bool(self.where(msg)))

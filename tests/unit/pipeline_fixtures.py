@@ -267,6 +267,38 @@ def with_slow_recovery(delay_s: float = 40.0) -> Scenario:
     return s
 
 
+def with_verb_anomalies() -> Scenario:
+    """One anomaly for each of the checks spurious_xmit, sync_handshakes, blocked and resends_without_request
+    (each check sees only its own; with default limits only sync_handshakes fails):
+    - n2 asks n1 for NAKACK4 seqnos 7 and 8; 7's original arrives later anyway (spurious), 8 comes resent;
+    - SYNC handshakes: n1 -> n3 never answered (unfinished), n2 -> n1 abandoned by a resync_timeout; BcastState
+      episodes: n1 -> n2 gen 3 received (finished), n1 -> n3 gen 2 never received (unfinished);
+    - blocked senders: n1 nakack4 250 ms, n2 unicast3 toward n3 50 ms, n3 nakack4 from 4.9 to the end (100 ms);
+    - n2 resends unicast3 seqno 5 to n3 four times, nobody asked for it."""
+    s = clean_scenario()
+    s.add("n2", 4.5, "xmit_req_tx", proto="nakack4", to="n1", seqnos=[7, 8])
+    s.add("n2", 4.6, "data_rx", proto="nakack4", **{"from": "n1"}, seqno=7, conn_id=0, first=False, resend=False,
+          action="deliver")
+    s.add("n2", 4.61, "data_rx", proto="nakack4", **{"from": "n1"}, seqno=8, conn_id=0, first=False, resend=True,
+          action="deliver")
+    s.add("n1", 4.7, "resync_tx", proto="unicast3", peer="n3", kind="sync", bytes=8)
+    s.add("n1", 4.75, "resync_tx", proto="unicast3", peer="n3", kind="sync", bytes=8)
+    s.add("n2", 4.71, "resync_tx", proto="unicast3", peer="n1", kind="sync", bytes=8)
+    s.add("n2", 4.8, "resync_timeout", proto="unicast3", peer="n1", side="recv")
+    s.add("n1", 4.72, "bcast_state_tx", peer="n2", next_seqno=5, low=5, sync="tipc", gen=3)
+    s.add("n2", 4.73, "bcast_state_rx", peer="n1", next_seqno=5, low=5, sync="tipc", gen=3)
+    s.add("n1", 4.74, "bcast_state_tx", peer="n3", next_seqno=5, low=5, sync="tipc", gen=2)
+    s.add("n1", 4.1, "window_full", proto="nakack4", seqno=40, low=8, capacity=32)
+    s.add("n1", 4.35, "window_unblocked", proto="nakack4", blocked_ms=250.0, low=9)
+    s.add("n2", 4.2, "window_full", proto="unicast3", peer="n3", seqno=9, low=1, capacity=8)
+    s.add("n2", 4.25, "window_unblocked", proto="unicast3", peer="n3", blocked_ms=50.0, low=2)
+    s.add("n3", 4.9, "window_full", proto="nakack4", seqno=40, low=8, capacity=32)
+    for i in range(4):
+        s.add("n2", 4.3 + 0.01 * i, "data_tx", proto="unicast3", to="n3", seqno=5, conn_id=7, first=False,
+              resend=True, size=50)
+    return s
+
+
 @pytest.fixture(scope="session")
 def spark():
     """The shared local[2] SparkSession (see `shared_spark`)."""

@@ -9,7 +9,7 @@ import pytest
 from chaos.grudge import LinkFault
 from chaos.shaper import ipv4
 from chaos.shaper.engine import Engine
-from chaos.shaper.msgrules import DROP, DUPLICATE, PASS, MsgRule, RuleBook, parse_action
+from chaos.shaper.msgrules import DROP, DUPLICATE, PASS, MsgRule, RuleBook, action_spec, parse_action
 from chaos.shaper.spec import ShaperSpec, derive_seed
 from node import wire
 from node.errors import UsageError
@@ -64,6 +64,38 @@ def test_rulebook_actions_and_matching():
     assert book.decide(1.2, "n2", "n1", 1, {}) == PASS  # spent
     assert book.decide(0, "n2", "n1", 2, {}) == DUPLICATE
     assert book.counters() == [3, 3, 3, 1]
+
+
+def test_action_spec_of_the_new_actions():
+    assert action_spec("drop-every:3") == {"action": "drop-every", "n": 3}
+    assert action_spec("drop-range:4-9") == {"action": "drop-range", "seqno_lo": 4, "seqno_hi": 9}
+    assert action_spec("hold:250.5") == {"action": "hold", "ms": 250.5}
+    for bad, fragment in (("drop-range:4", "two whole seqnos"), ("drop-range:a-b", "malformed"),
+                          ("drop-every:2-3", "takes one number"), ("delay:1.2.3", "needs a time"),
+                          ("drop-every", "whole count")):
+        with pytest.raises(UsageError, match=fragment):
+            action_spec(bad)
+    with pytest.raises(UsageError, match="drop-range has two seqnos"):
+        parse_action("drop-range:1-2")  # the three-value form cannot carry it
+    with pytest.raises(UsageError, match="0 <= A <= B"):
+        MsgRule(type=16, src="n1", dst="n2", **action_spec("drop-range:5-3"))
+
+
+def test_rulebook_drop_every_drop_range_and_the_first_flag():
+    data = [{"seqno": s, "conn_id": 7, "first": s == 1} for s in range(1, 11)]
+    every = RuleBook([MsgRule(16, "n1", "n2", first=False, **action_spec("drop-every:3"))])
+    # seqno 1 (first) does not match; the 3rd, 6th and 9th matches are seqnos 4, 7, 10
+    assert [m["seqno"] for m in data if every.decide(0, "n1", "n2", 16, m) == DROP] == [4, 7, 10]
+    assert every.counters() == [9]
+    ranged = RuleBook([MsgRule(16, "n1", "n2", **action_spec("drop-range:3-5")),
+                       MsgRule(16, "n1", "n2", "drop-nth", n=1)])
+    decisions = [ranged.decide(0, "n1", "n2", 16, m) for m in data]
+    # 3..5 dropped by the range; what lies outside falls through: the second rule drops its first match, seqno 1
+    assert [m["seqno"] for m, d in zip(data, decisions) if d == DROP] == [1, 3, 4, 5]
+    assert ranged.decide(0, "n1", "n2", 17, {"seqno": 4}) == PASS  # another type
+    first = RuleBook([MsgRule(16, "n1", "n2", "drop", first=True)])
+    assert [m["seqno"] for m in data if first.decide(0, "n1", "n2", 16, m) == DROP] == [1]
+    assert first.decide(0, "n1", "n2", 16, {"seqno": 1}) == PASS  # a message without the flag never matches
 
 
 def spec(**kw):
@@ -168,3 +200,14 @@ def test_distribution_tables_come_from_iproute2_and_a_missing_one_is_a_clear_err
     monkeypatch.setattr(disttable, "TABLE_DIRS", ("/nonexistent",))
     with pytest.raises(EnvironmentProblem, match=r"no delay distribution table nosuch.dist in /nonexistent"):
         disttable.table("nosuch")
+
+
+def test_engine_matches_the_first_flag_and_seqno_range_of_dissected_unicast_data():
+    rules = [MsgRule(wire.UnicastData.TYPE, "n1", "n2", "drop", first=True),
+             MsgRule(wire.UnicastData.TYPE, "n1", "n2", **action_spec("drop-range:3-4"))]
+    engine = Engine(spec(rules=rules))
+    msgs = [wire.UnicastData(s, 7, s == 1, b"p") for s in range(1, 6)]
+    v = engine.process(0.0, udp(wire.encode_datagram(CID, "n1", msgs)))
+    _, kept = wire.decode_datagram(ipv4.parse(v.payload).payload, CID)
+    assert [m.seqno for m in kept] == [2, 5]
+    assert spec(rules=rules) == ShaperSpec.from_json(spec(rules=rules).to_json())  # the new fields travel

@@ -229,3 +229,123 @@ def test_slow_with_a_distribution_and_a_restart_step() -> None:
     assert "delay_corr_pct=25 needs jitter_ms > 0" in line, line
     (line,) = problems(text.replace("restart: n3", "restart: n9"))
     assert "steps[4].restart: unknown node 'n9'" in line, line
+
+
+# --- step timing, ids, end, duration_s, the new msg-fault and inject fields, restart delay ----------------------
+VERBS = """\
+cluster:
+  nodes: 3
+variants:
+  legacy: {unicast: unicast1}
+  fixed: {unicast: unicast3}
+steps:
+  - at_s: 0
+    workload: {kind: unicast, from: n1, to: n2, count: 10}
+  - at_s: 1
+    id: p1
+    partition: "n2<-n1"
+"""
+
+
+def with_step(text: str, variant: str = "fixed") -> list[str]:
+    return problems(VERBS + text, variant=variant)
+
+
+def test_relative_steps_load_and_their_fields_are_checked() -> None:
+    loaded = load_text(VERBS + "  - at_s: 2\n    end: p1\n  - after: heal\n    fast:\n"
+                               "  - {after: view, delay_s: 0.5, timeout_s: 9, heal:}\n", "s.yaml", variant="fixed")
+    relative = loaded.scenario.steps[-1]
+    assert (relative.after, relative.delay_s, relative.wait_s, relative.at_s) == ("view", 0.5, 9, None)
+    assert with_step("  - after: views\n    heal:\n") == [
+        "s.yaml:12: steps[2].after: expected one of 'heal', 'view' or 'workload-done', got 'views'"]
+    assert with_step("  - at_s: 2\n    after: view\n    heal:\n") == [
+        "s.yaml:13: steps[2].after: a step has at_s or after, not both"]
+    assert with_step("  - at_s: 2\n    delay_s: 1\n    heal:\n") == [
+        "s.yaml:13: steps[2].delay_s: delay_s goes with after (seconds after the condition); a step at at_s has "
+        "neither"]
+    (line,) = with_step("  - note: when?\n    heal:\n")
+    assert line == ("s.yaml:12: steps[2].at_s: required field missing: when the step happens: at_s (seconds from "
+                    "the start) or after (heal, view, workload-done)")
+    assert with_step("  - after: workload-done\n    timeout_s: 0\n    heal:\n") == [
+        "s.yaml:13: steps[2].timeout_s: expected a value > 0, got 0"]
+
+
+def test_what_a_relative_step_waits_for_must_be_able_to_happen() -> None:
+    assert with_step("  - after: heal\n    fast:\n") == [
+        "s.yaml:12: steps[2].after: after: heal waits for an earlier heal, fast, end, resume or start step, or for a "
+        "fault step's duration_s to run out; there is none before this step"]
+    load_text(VERBS.replace('partition: "n2<-n1"', 'partition: "n2<-n1"\n    duration_s: 2')
+              + "  - after: heal\n    fast:\n", "s.yaml", variant="fixed")
+    assert problems("cluster: {nodes: 2}\nsteps:\n  - after: workload-done\n    heal:\n") == [
+        "s.yaml:3: steps[0].after: after: workload-done waits for the workloads started so far; no workload step "
+        "comes before this one"]
+    text = VERBS.replace("fixed: {unicast: unicast3}", "fixed: {unicast: unicast3, membership: none}")
+    assert problems(text + "  - after: view\n    heal:\n", variant="fixed") == [
+        "s.yaml:12: steps[2].after: after: view needs a membership layer on every node; n1, n2, n3 run membership "
+        "none in variant fixed"]
+
+
+def test_ids_are_unique_and_end_names_an_earlier_fault_step_once() -> None:
+    assert with_step("  - at_s: 2\n    id: p1\n    fast:\n") == [
+        "s.yaml:13: steps[2].id: id 'p1' is already used by steps[1] (s.yaml:9); ids are unique"]
+    assert with_step("  - at_s: 2\n    end: p9\n") == [
+        "s.yaml:13: steps[2].end: unknown step id 'p9'; expected the id of an earlier fault step: p1"]
+    assert with_step("  - at_s: 2\n    id: w\n    workload: {kind: unicast, from: n1, to: n2, count: 1}\n"
+                     "  - at_s: 3\n    end: w\n") == [
+        "s.yaml:16: steps[3].end: steps[2] (workload) starts no fault to end; end works on partition, slow, flaky, "
+        "shape, msg-fault, pause, kill"]
+    assert with_step("  - at_s: 2\n    end: p1\n  - at_s: 3\n    end: p1\n") == [
+        "s.yaml:15: steps[3].end: steps[1] (p1) is already ended by steps[2]"]
+    assert problems(VERBS.replace("  - at_s: 1\n    id: p1", "  - at_s: 0.5\n    end: p1\n  - at_s: 1\n    id: p1"),
+                    variant="fixed") == [
+        "s.yaml:10: steps[1].end: step id 'p1' is steps[2], which comes after this one; end names an earlier step"]
+    assert with_step("  - at_s: 2\n    duration_s: 3\n    heal:\n") == [
+        "s.yaml:13: steps[2].duration_s: duration_s ends the fault a step starts (partition, slow, flaky, shape, "
+        "msg-fault, pause, kill); heal starts none"]
+
+
+def test_msg_fault_first_flag_and_the_new_actions() -> None:
+    load_text(VERBS + "  - at_s: 2\n    msg-fault: {type: UnicastData, from: n1, to: n2, action: 'drop-every:2', "
+                      "first: false}\n", "s.yaml", variant="fixed")
+    fault = "  - at_s: 2\n    msg-fault: {type: %s, from: n1, to: n2, action: '%s'%s}\n"
+    assert with_step(fault % ("UnicastAck", "drop", ", first: true")) == [
+        "s.yaml:13: steps[2].msg-fault.first: UnicastAck has no first flag; first applies to UnicastData"]
+    assert with_step(fault % ("UnicastSync", "drop-range:1-3", "")) == [
+        "s.yaml:13: steps[2].msg-fault.action: drop-range selects by seqno; UnicastSync has none"]
+    assert with_step(fault % ("UnicastData", "drop-range:5-3", "")) == [
+        "s.yaml:13: steps[2].msg-fault.action: action drop-range needs seqnos 0 <= A <= B, got 5-3"]
+    assert with_step(fault % ("UnicastData", "drop-every:0", "")) == [
+        "s.yaml:13: steps[2].msg-fault.action: action drop-every needs a count >= 1, e.g. drop-every:3"]
+    assert with_step(fault % ("UnicastData", "drop", ", first: maybe")) == [
+        "s.yaml:13: steps[2].msg-fault.first: expected true or false, got 'maybe'"]
+
+
+def test_inject_conn_id_and_payload() -> None:
+    inject = "  - at_s: 2\n    inject: {type: %s, from: n1, to: n2%s}\n"
+    ok = VERBS + inject % ("UnicastData", ", conn_id: previous, payload: hi, fields: {seqno: 3}")
+    assert load_text(ok, "s.yaml", variant="fixed").scenario.steps[2].inject.conn_id == "previous"
+    assert problems(ok, variant="legacy") == [
+        "s.yaml:13: steps[2].inject.conn_id: conn_id previous needs connection ids (unicast2 or unicast3); n2 runs "
+        "unicast1 in variant legacy"]
+    assert with_step(inject % ("UnicastData", ", conn_id: prev")) == [
+        "s.yaml:13: steps[2].inject.conn_id: expected an integer or one of 'current', 'previous' or 'next', got "
+        "'prev'"]
+    assert with_step(inject % ("Heartbeat", ", conn_id: current")) == [
+        "s.yaml:13: steps[2].inject.conn_id: conn_id current is read from the target's unicast connection; "
+        "Heartbeat is not a unicast message with a conn_id"]
+    assert with_step(inject % ("UnicastAck", ", payload: hi")) == [
+        "s.yaml:13: steps[2].inject.payload: payload goes with UnicastData and Nakack4Msg injections, not UnicastAck"]
+    assert with_step(inject % ("Nakack4Msg", ", payload: hi, fields: {conn_id: 1}")) == [
+        "s.yaml:13: steps[2].inject.fields: Nakack4Msg has no field(s) conn_id; fields: seqno"]
+    assert with_step(inject % ("UnicastAck", ", conn_id: 3, fields: {conn_id: 1}")) == [
+        "s.yaml:13: steps[2].inject.conn_id: conn_id is given twice (also in fields); keep one"]
+
+
+def test_restart_takes_a_node_or_a_node_and_a_delay() -> None:
+    steps = load_text(VERBS + "  - at_s: 2\n    restart: n2\n  - at_s: 3\n    restart: {node: n3, delay_s: 1.5}\n",
+                      "s.yaml", variant="fixed").scenario.steps
+    assert [(s.restart_node, s.restart_delay_s) for s in steps[2:]] == [("n2", 0.0), ("n3", 1.5)]
+    assert with_step("  - at_s: 2\n    restart: {node: n2, delay: 1}\n") == [
+        "s.yaml:13: steps[2].restart.delay: unknown field 'delay'; expected one of node, delay_s"]
+    assert with_step("  - at_s: 2\n    restart: {node: n7}\n") == [
+        "s.yaml:13: steps[2].restart.node: unknown node 'n7'; expected one of n1, n2, n3"]

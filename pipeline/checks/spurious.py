@@ -1,0 +1,69 @@
+"""Check `spurious_xmit`: retransmission requests for seqnos whose original arrived later anyway.
+
+Every seqno of an `xmit_req_tx` (requester = its node, sender = its `to`, `proto`, at its `ts`) is one request.
+It is *spurious* when the requester later records a `data_rx` of that sender, proto and seqno with `resend`
+false: the original was late (reordered, delayed), not lost, and the request only cost traffic (NAKACK4 counts
+these as `spurious_xmit_reqs`). Only protocols whose `data_rx` records `resend` (nakack4) can be judged; the
+requests of the others are counted apart (`unjudged_requests`). Informational unless a limit is set.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import functions as F
+
+from pipeline.checks.base import FAIL, OK, Check, CheckContext, Verdict, over
+
+KEYS = ["requester", "sender", "proto", "seqno"]
+
+
+def check(ctx: CheckContext, params: dict[str, Any]) -> Verdict:
+    tables = ctx.tables
+    judged = [r["proto"] for r in tables.of_type("data_rx").filter(F.col("resend").isNotNull())
+              .select("proto").distinct().collect()]
+    asked = (tables.of_type("xmit_req_tx")
+             .select(F.col("node").alias("requester"), F.col("to").alias("sender"), "proto",
+                     F.explode("seqnos").alias("seqno"), F.col("ts").alias("req_ts")))
+    originals = (tables.of_type("data_rx").filter(F.col("resend") == F.lit(False))
+                 .select(F.col("node").alias("o_requester"), F.col("from").alias("o_sender"),
+                         F.col("proto").alias("o_proto"), F.col("seqno").alias("o_seqno"), F.col("ts").alias("o_ts")))
+    later = ((F.col("requester") == F.col("o_requester")) & (F.col("sender") == F.col("o_sender"))
+             & (F.col("proto") == F.col("o_proto")) & (F.col("seqno") == F.col("o_seqno"))
+             & (F.col("o_ts") > F.col("req_ts")))
+    judged_asked = asked.filter(F.col("proto").isin(*judged)) if judged else asked.limit(0)
+    spurious = judged_asked.join(originals, later, "left_semi")
+    totals = asked.agg(F.count(F.lit(1)).alias("all"),
+                       F.sum(F.col("proto").isin(*judged).cast("long") if judged else F.lit(0)).alias("judged"))
+    row = totals.collect()[0]
+    requested, judged_n = int(row["all"] or 0), int(row["judged"] or 0)
+    links = (spurious.groupBy("requester", "sender", "proto")
+             .agg(F.count(F.lit(1)).alias("spurious"), F.countDistinct("seqno").alias("seqnos"),
+                  F.array_sort(F.collect_set("seqno")).alias("examples"))
+             .orderBy(F.desc("spurious"), "requester", "sender", "proto").collect())
+    n_spurious = sum(int(r["spurious"]) for r in links)
+    pct = 100.0 * n_spurious / judged_n if judged_n else 0.0
+    details = {"requests": requested, "judged_requests": judged_n, "unjudged_requests": requested - judged_n,
+               "spurious_requests": n_spurious, "spurious_seqnos": sum(int(r["seqnos"]) for r in links),
+               "spurious_pct": round(pct, 3), "judged_protos": sorted(judged),
+               "links": [{"requester": r["requester"], "sender": r["sender"], "proto": r["proto"],
+                          "spurious": int(r["spurious"]), "seqnos": list(r["examples"][:params["show"]])}
+                         for r in links[:params["show"]]]}
+    problems = []
+    if over(n_spurious, params["max_spurious"]):
+        problems.append(f"{n_spurious} spurious xmit request(s) > {params['max_spurious']:g}")
+    if over(pct, params["max_spurious_pct"]):
+        problems.append(f"{pct:.1f}% of {judged_n} requests spurious > {params['max_spurious_pct']:g}%")
+    text = f"{n_spurious} of {judged_n} judged xmit request(s) spurious ({pct:.1f}%)"
+    if problems:
+        worst = links[0]
+        return Verdict(FAIL, "; ".join(problems) + f" (most: {worst['requester']} asked {worst['sender']} "
+                                                   f"{int(worst['spurious'])} times in {worst['proto']})", details)
+    return Verdict(OK, text, details)
+
+
+CHECK = Check(
+    name="spurious_xmit",
+    summary="xmit requests for seqnos whose original arrived later anyway (limits optional)",
+    defaults={"max_spurious": None, "max_spurious_pct": None, "show": 20},
+    func=check,
+)
