@@ -6,26 +6,29 @@ life it currently talks to and when it last heard from it:
 
     same        the current life (also: 0, "not stated", as in forged or replayed datagrams of the chaos tools)
     restarted   a new life: the caller tells every layer (`Stack.peer_restarted`) before feeding its messages
-    old         a leftover of a replaced life (delayed, duplicated or replayed): dropped
+    old         a lower incarnation while the current life is alive: a leftover (delayed, replayed): dropped
+    pending     a higher incarnation while the current life is alive: not confirmed yet, dropped
     unknown     the sender is not a member of this cluster: dropped (nobody's state may grow for it)
     future      an incarnation further ahead of this node's clock than `max_clock_skew_ms`: dropped (a typo or a
                 forged maximum must not retire the real life)
 
-What makes a new life (DESIGN.md, "Lives"): an incarnation above the current one is a restart at once. An
-incarnation below it is a leftover while the current life is alive (heard within `life_timeout_s`); once the
-current life has been silent that long, the other one is taken as the new life. So a node whose clock stepped
-back across its restart is heard again after at most `life_timeout_s`, and a forged life that retired the real
-one gives way as soon as it stops talking. Nothing a datagram says can silence a member for good.
+What makes a new life (DESIGN.md, "Lives"): another incarnation than the current one, once the current life has
+been silent for `life_timeout_s` (heartbeats keep a live one talking several times a second; a restarted one is
+dead). Until then datagrams of another incarnation are dropped: a lower one as a leftover of a replaced life
+(`old`), a higher one as not yet confirmed (`pending`). So one forged datagram with a neighbouring incarnation
+cannot reset a live member's state at its peers, a node whose clock stepped back across its restart is heard as
+soon as its old life has been silent that long, and nothing a datagram says silences a member for good.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Container
 
-SAME, RESTARTED, OLD, UNKNOWN, FUTURE = "same", "restarted", "old", "unknown", "future"
+SAME, RESTARTED, OLD, PENDING, UNKNOWN, FUTURE = "same", "restarted", "old", "pending", "unknown", "future"
 # the drop reason each refused verdict is counted under (runtime `dropped`, history `datagram_dropped`)
-DROP_REASONS = {OLD: "old-incarnation", UNKNOWN: "unknown-sender", FUTURE: "future-incarnation"}
-LIFE_TIMEOUT_S = 2.0
+DROP_REASONS = {OLD: "old-incarnation", PENDING: "unconfirmed-incarnation", UNKNOWN: "unknown-sender",
+                FUTURE: "future-incarnation"}
+LIFE_TIMEOUT_S = 1.0
 MAX_CLOCK_SKEW_MS = 600_000
 
 
@@ -71,7 +74,7 @@ class Lives:
         if incarnation == known:
             life.heard_s = now_s
             return SAME, known
-        if incarnation < known and now_s - life.heard_s < self.life_timeout_s:
-            return OLD, known
+        if now_s - life.heard_s < self.life_timeout_s:
+            return (OLD if incarnation < known else PENDING), known
         self._lives[sender] = _Life(incarnation, now_s)
         return RESTARTED, known

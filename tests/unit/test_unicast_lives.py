@@ -149,3 +149,19 @@ def test_a_sender_that_is_no_member_is_dropped_before_any_layer() -> None:
     sim.run_for(0.1)
     assert sim.emitted("datagram_dropped", node="b", reason="unknown-sender")
     assert "mallory" not in sim.layer("b", LAYER).recv_entries
+
+
+def test_a_forged_neighbouring_incarnation_cannot_reset_a_live_member() -> None:
+    """The fuzzer's header mutation: the real incarnation plus one, mid-stream, while the real life talks. It is
+    dropped as unconfirmed; nobody is told of a restart, no connection is reset, everything arrives."""
+    sim = new_sim(seed=13)
+    sent = send_many(sim, "a", "b", 10, "m")
+    sim.run_for(0.05)
+    forged = encode_datagram(sim.cluster_id, "a", [Heartbeat(1)], incarnation=sim.incarnation["a"] + 1)
+    for delay_s in (0.0, 0.2, 0.4):
+        sim.inject_bytes("b", forged, delay_s)
+    sent += send_many(sim, "a", "b", 10, "n")
+    settle(sim)
+    assert sim.delivered("b", "a") == sent, sim.repro()
+    assert not sim.emitted("peer_restarted", node="b"), sim.repro()
+    assert len(sim.emitted("datagram_dropped", node="b", reason="unconfirmed-incarnation")) == 3
