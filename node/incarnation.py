@@ -49,11 +49,6 @@ class Lives:
         self.max_clock_skew_ms = max_clock_skew_ms
         self._lives: dict[str, _Life] = {}
 
-    def current(self, sender: str) -> int:
-        """The incarnation of `sender`'s current life (0 before any datagram stated one)."""
-        life = self._lives.get(sender)
-        return 0 if life is None else life.incarnation
-
     def see(self, sender: str, incarnation: int, now_s: float, wall_ms: int) -> tuple[str, int]:
         """Classify a datagram of `sender` stating `incarnation`, received at `now_s` (monotonic) when this
         node's clock reads `wall_ms` (unix ms); remember a new life. Returns (verdict, the incarnation of the
