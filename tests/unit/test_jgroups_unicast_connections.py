@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import pytest
 
-from node.core import make_payload, payload_msg_id
+from node.core import make_payload
 from node.sim import send_many
 from node.sim.simulator import Simulator
 from node.unicast import UnicastConfig, make_unicast
 from node.unicast.connid import GEN_BITS, conn_id_start_from_boot, conn_older, first_conn_id, next_stream
 from node.wire import UnicastData
+from sim_helpers import expect, settle
 
 LAYER = "unicast"
 MEMBERS = ("a", "b")
@@ -57,14 +58,6 @@ def uni(sim: Simulator, member: str):
     return sim.layer(member, LAYER)
 
 
-def settle(sim: Simulator, max_s: float = 60.0) -> None:
-    assert sim.run_until_quiet(max_s), f"still busy after {max_s}s; {sim.repro()}"
-
-
-def expect(sim: Simulator, receiver: str, sender: str, payloads: list[bytes]) -> None:
-    got = sim.delivered(receiver, sender)
-    assert got == payloads, (f"{receiver} from {sender}: got {len(got)} {sim.delivered_ids(receiver, sender)[:30]}, "
-                             f"expected {len(payloads)} {[payload_msg_id(p) for p in payloads][:30]}; {sim.repro()}")
 
 
 def exchange(sim: Simulator, count: int, tag: str) -> tuple[list[bytes], list[bytes]]:

@@ -26,6 +26,7 @@ from node.sim import unicast_sim
 from node.sim.network import LinkSpec
 from node.sim.simulator import Simulator
 from node.unicast import UnicastConfig
+from sim_helpers import settle
 
 LAYER = "unicast"
 ALL = ("unicast3", "unicast2", "unicast1")
@@ -45,9 +46,6 @@ def send(sim: Simulator, src: str, dst: str, msg_id: str, sent: dict[tuple[str, 
     sim.request(src, LAYER, "send", {"to": dst, "payload": payload})
     sent.setdefault((src, dst), []).append(payload)
 
-
-def settle(sim: Simulator, max_s: float = 120.0) -> None:
-    assert sim.run_until_quiet(max_s), f"still busy after {max_s}s; {sim.repro()}"
 
 
 def expect_all(sim: Simulator, sent: dict[tuple[str, str], list[bytes]]) -> None:

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import pytest
 
-from node.core import payload_msg_id
 from node.sim import send_many, unicast_sim
 from node.sim.simulator import Simulator
 from node.unicast import UnicastConfig
 from node.wire import UnicastData
+from sim_helpers import expect, settle
 
 LAYER = "unicast"
 ALL = ("unicast3", "unicast2", "unicast1")
@@ -30,14 +30,6 @@ def make(variant: str, seed: int) -> Simulator:
     return unicast_sim(variant, ("a", "b"), seed, UnicastConfig(xmit_interval_ms=XMIT_INTERVAL_MS))
 
 
-def settle(sim: Simulator, max_s: float = 60.0) -> None:
-    assert sim.run_until_quiet(max_s), f"still busy after {max_s}s; {sim.repro()}"
-
-
-def expect(sim: Simulator, receiver: str, sender: str, payloads: list[bytes]) -> None:
-    got = sim.delivered(receiver, sender)
-    assert got == payloads, (f"{receiver} from {sender}: got {sim.delivered_ids(receiver, sender)}, expected "
-                             f"{[payload_msg_id(p) for p in payloads]}; {sim.repro()}")
 
 
 def recovery_bound_s() -> float:

@@ -20,6 +20,7 @@ from node.sim.simulator import Simulator
 from node.unicast import UnicastConfig
 from node.unicast.base import XMIT_REQ_CHUNK
 from node.wire import UnicastData, UnicastXmitReq
+from sim_helpers import settle
 
 LAYER = "unicast"
 ALL = ("unicast3", "unicast2", "unicast1")
@@ -38,9 +39,6 @@ def expect_in_order_once(sim: Simulator, receiver: str, sender: str, sent: list[
                          f"#{wrong + 1}: got {ids[wrong:wrong + 5]}, expected "
                          f"{[payload_msg_id(p) for p in sent[wrong:wrong + 5]]}; {sim.repro()}")
 
-
-def settle(sim: Simulator, max_s: float = 60.0) -> None:
-    assert sim.run_until_quiet(max_s), f"still busy after {max_s}s; {sim.repro()}"
 
 
 @pytest.mark.parametrize("variant", ALL)

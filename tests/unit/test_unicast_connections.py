@@ -10,6 +10,7 @@ import pytest
 
 from node.sim import send_many, unicast_sim
 from node.unicast import UnicastConfig
+from sim_helpers import expect, settle
 
 LAYER = "unicast"
 
@@ -18,14 +19,6 @@ def make(variant: str, seed: int = 0, **config) -> object:
     return unicast_sim(variant, ("a", "b"), seed, UnicastConfig(**config))
 
 
-def settle(sim, max_s: float = 30.0) -> None:
-    assert sim.run_until_quiet(max_s), f"still busy after {max_s}s; {sim.repro()}"
-
-
-def expect(sim, receiver: str, sender: str, payloads: list[bytes]) -> None:
-    got = sim.delivered(receiver, sender)
-    assert got == payloads, (f"{receiver} from {sender}: got {len(got)} {sim.delivered_ids(receiver, sender)[:40]}"
-                             f", expected {len(payloads)}; {sim.repro()}")
 
 
 def close(sim, member: str, peer: str) -> None:

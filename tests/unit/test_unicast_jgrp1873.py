@@ -12,6 +12,7 @@ import pytest
 from node.sim import send_many, unicast_sim
 from node.unicast import UnicastConfig
 from node.wire import UnicastAck, UnicastData
+from sim_helpers import settle
 
 LAYER = "unicast"
 
@@ -19,9 +20,6 @@ LAYER = "unicast"
 def uni(sim, member: str):
     return sim.layer(member, LAYER)
 
-
-def settle(sim, max_s: float = 30.0) -> None:
-    assert sim.run_until_quiet(max_s), f"still busy after {max_s}s; {sim.repro()}"
 
 
 def jgrp_1873_steps(variant: str, remove_receive: bool = False):

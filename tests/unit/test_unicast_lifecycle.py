@@ -7,6 +7,7 @@ from hypothesis import given, settings, strategies as st
 
 from node.sim import send_many, unicast_sim
 from node.unicast import UnicastConfig
+from sim_helpers import settle
 
 LAYER = "unicast"
 SYNC_TYPES = ("UnicastSync", "UnicastSyncOk", "UnicastSyncAck")
@@ -15,9 +16,6 @@ SYNC_TYPES = ("UnicastSync", "UnicastSyncOk", "UnicastSyncAck")
 def uni(sim, member: str):
     return sim.layer(member, LAYER)
 
-
-def settle(sim, max_s: float = 60.0) -> None:
-    assert sim.run_until_quiet(max_s), f"still busy after {max_s}s; {sim.repro()}"
 
 
 def test_admin_close_is_closing_then_removal_after_conn_close_timeout() -> None:

@@ -13,6 +13,7 @@ from node.sim.simulator import Simulator
 from node.unicast import UnicastConfig, make_unicast
 from node.unicast.connid import STREAM_MAX, conn_id_start_from_boot, first_conn_id
 from node.wire import Heartbeat, encode_datagram
+from sim_helpers import settle
 
 LAYER = "unicast"
 MEMBERS = ("a", "b")
@@ -35,9 +36,6 @@ def restart_a(sim: Simulator, clock_step_ms: int = 0, conn_id_start: int | None 
     sim.restart_member("a", layer_for("a", boot, conn_id_start), boot_ms=boot)
     return boot
 
-
-def settle(sim: Simulator, max_s: float = 30.0) -> None:
-    assert sim.run_until_quiet(max_s), f"still busy after {max_s}s; {sim.repro()}"
 
 
 def conn_id(sim: Simulator, member: str, peer: str) -> int:

@@ -13,6 +13,7 @@ import pytest
 from node.sim import send_many, unicast_sim
 from node.unicast import UnicastConfig
 from node.wire import UnicastAck, UnicastClose, UnicastData, UnicastXmitReq
+from sim_helpers import settle
 
 LAYER = "unicast"
 XMIT_S = 0.1
@@ -21,9 +22,6 @@ XMIT_S = 0.1
 def uni(sim, member: str):
     return sim.layer(member, LAYER)
 
-
-def settle(sim, max_s: float = 30.0) -> None:
-    assert sim.run_until_quiet(max_s), f"still busy after {max_s}s; {sim.repro()}"
 
 
 def test_fifty_thousand_messages_every_other_one_discarded() -> None:
