@@ -625,6 +625,39 @@ def run_driver(body: Callable[[], None]) -> None:
         body()
 
 
+# --- the histories of one layer (unicast, multicast) -------------------------------------------------------
+LAYER_LOCAL = "n1"
+LAYER_MEMBERS = ("n1", "n2", "n3")
+STRANGERS = ("x1", "x2", "x3", "\u00f1" * 32)  # the last is 64 utf-8 bytes: the longest name the wire carries
+LAYER_NAMES = LAYER_MEMBERS + STRANGERS
+VIEWABLE = LAYER_MEMBERS[1:] + STRANGERS[:1]
+
+
+def shared_step(data: st.DataObject, driver: "Driver", kind: str) -> None:
+    """The steps every layer's history has: time passing, a view (one stranger may join, a non-member becoming a
+    member; the others stay strangers for good), a peer's restart, a timer that already fired."""
+    if kind == "advance":
+        driver.advance(data.draw(advance_steps()))
+    elif kind == "view":
+        others = data.draw(st.lists(st.sampled_from(VIEWABLE), unique=True, max_size=4))
+        driver.view((LAYER_LOCAL, *others))
+    elif kind == "restart":
+        driver.restarted(data.draw(st.sampled_from(LAYER_NAMES)))
+    elif kind == "stale_timer" and driver.fired_keys:
+        driver.fire(data.draw(st.sampled_from(driver.fired_keys)))
+
+
+def run_steps(data: st.DataObject, driver: "Driver", max_steps: int, step: Callable[[], None]) -> "Driver":
+    """Start the driver and take 1..`max_steps` drawn steps under the memory cap."""
+    def body() -> None:
+        driver.start()
+        for _ in range(data.draw(st.integers(1, max_steps))):
+            step()
+
+    run_driver(body)
+    return driver
+
+
 # --- the harness catches what it should ------------------------------------------------------------------------
 class _Toy:
     """A layer with one deliberate defect per `mode`, to show every check can fail."""

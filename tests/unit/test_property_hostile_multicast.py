@@ -17,17 +17,14 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_property_harness import (HOSTILE_SETTINGS, Driver, Edges, LayerTarget, UnboundedMemory, advance_steps,
-                                   draw_message, message_strategy, payload_for, run_driver)
+from test_property_harness import (HOSTILE_SETTINGS, LAYER_LOCAL, LAYER_MEMBERS, LAYER_NAMES, STRANGERS, Driver,
+                                   Edges, LayerTarget, UnboundedMemory, draw_message, message_strategy, payload_for,
+                                   run_steps, shared_step)
 
 from node.errors import UsageError, WindowFull
 from node.multicast import Nakack4, Nakack4Config
 
-LOCAL = "n1"
-MEMBERS = ("n1", "n2", "n3")
-STRANGERS = ("x1", "x2", "x3", "\u00f1" * 32)  # the last is 64 utf-8 bytes: the longest name the wire carries
-NAMES = MEMBERS + STRANGERS
-VIEWABLE = MEMBERS[1:] + STRANGERS[:1]
+LOCAL, MEMBERS, NAMES = LAYER_LOCAL, LAYER_MEMBERS, LAYER_NAMES
 EXAMPLES = 150
 STEPS = 30
 CONFIG = Nakack4Config(capacity=8, ack_threshold=0, xmit_interval_ms=100, max_xmit_req_size=4,
@@ -100,8 +97,6 @@ def step(data: st.DataObject, driver: Driver, sources: tuple[str, ...] = NAMES) 
         src = data.draw(st.sampled_from(sources))
         cls = data.draw(st.sampled_from(layer.MESSAGES))
         driver.receive(src, draw_message(data, cls, edges_for(driver, src)))
-    elif kind == "advance":
-        driver.advance(data.draw(advance_steps()))
     elif kind == "send":
         args: dict[str, Any] = {"payload": payload_for(LOCAL, 0, driver.steps)}
         stall_ms = data.draw(st.sampled_from([None, None, 0, 50, 500]))
@@ -110,26 +105,13 @@ def step(data: st.DataObject, driver: Driver, sources: tuple[str, ...] = NAMES) 
         driver.request("send", args)
     elif kind == "close" and data.draw(st.integers(0, 3)) == 0:  # rarely: every later send is refused
         driver.request("close", {})
-    elif kind == "view":
-        # one stranger may join a view (a non-member becoming a member); the others stay strangers for good
-        others = data.draw(st.lists(st.sampled_from(VIEWABLE), unique=True, max_size=4))
-        driver.view((LOCAL, *others))
-    elif kind == "restart":
-        driver.restarted(data.draw(st.sampled_from(NAMES)))
-    elif kind == "stale_timer" and driver.fired_keys:
-        driver.fire(data.draw(st.sampled_from(driver.fired_keys)))
+    else:
+        shared_step(data, driver, kind)
 
 
 def run_history(data: st.DataObject, mode: str, ordered: bool, sources: tuple[str, ...] = NAMES) -> Driver:
     driver = multicast_driver(mode, ordered, data.draw(st.booleans()))
-
-    def body() -> None:
-        driver.start()
-        for _ in range(data.draw(st.integers(1, STEPS))):
-            step(data, driver, sources)
-
-    run_driver(body)
-    return driver
+    return run_steps(data, driver, STEPS, lambda: step(data, driver, sources))
 
 
 @settings(max_examples=EXAMPLES, **HOSTILE_SETTINGS)

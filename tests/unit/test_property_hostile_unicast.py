@@ -17,18 +17,15 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_property_harness import (HOSTILE_SETTINGS, Driver, Edges, LayerTarget, UnboundedMemory, advance_steps,
-                                   draw_message, message_strategy, payload_for, run_driver)
+from test_property_harness import (HOSTILE_SETTINGS, LAYER_LOCAL, LAYER_MEMBERS, LAYER_NAMES, STRANGERS, Driver,
+                                   Edges, LayerTarget, UnboundedMemory, draw_message, message_strategy, payload_for,
+                                   run_steps, shared_step)
 
 from node.errors import UsageError, WindowFull
 from node.unicast import VARIANTS, UnicastConfig, make_unicast
 from node.unicast.connid import GEN_BITS, STREAM_MAX, first_conn_id, next_generation
 
-LOCAL = "n1"
-MEMBERS = ("n1", "n2", "n3")
-STRANGERS = ("x1", "x2", "x3", "\u00f1" * 32)  # the last is 64 utf-8 bytes: the longest name the wire carries
-NAMES = MEMBERS + STRANGERS
-VIEWABLE = MEMBERS[1:] + STRANGERS[:1]
+LOCAL, MEMBERS, NAMES = LAYER_LOCAL, LAYER_MEMBERS, LAYER_NAMES
 # The receive window capacity the bound is checked against if UnicastConfig has no `window_capacity` (DESIGN.md:
 # "memory per peer is bounded").
 DEFAULT_RECEIVE_CAPACITY = 16_384
@@ -116,33 +113,18 @@ def step(data: st.DataObject, driver: Driver, ordered: bool, sources: tuple[str,
         src = data.draw(st.sampled_from(sources))
         cls = data.draw(st.sampled_from(layer.MESSAGES))
         driver.receive(src, draw_message(data, cls, edges_for(layer, src, ordered)))
-    elif kind == "advance":
-        driver.advance(data.draw(advance_steps()))
     elif kind == "send":
         to = data.draw(st.sampled_from(NAMES))
         driver.request("send", {"to": to, "payload": payload_for(LOCAL, 0, driver.steps)})
     elif kind in ("close", "remove", "remove_receive", "sync"):
         driver.request(kind, {"peer": data.draw(st.sampled_from(NAMES))})
-    elif kind == "view":
-        # one stranger may join a view (a non-member becoming a member); the others stay strangers for good
-        others = data.draw(st.lists(st.sampled_from(VIEWABLE), unique=True, max_size=4))
-        driver.view((LOCAL, *others))
-    elif kind == "restart":
-        driver.restarted(data.draw(st.sampled_from(NAMES)))
-    elif kind == "stale_timer" and driver.fired_keys:
-        driver.fire(data.draw(st.sampled_from(driver.fired_keys)))
+    else:
+        shared_step(data, driver, kind)
 
 
 def run_history(data: st.DataObject, variant: str, ordered: bool, sources: tuple[str, ...] = NAMES) -> Driver:
     driver = unicast_driver(variant, ordered)
-
-    def body() -> None:
-        driver.start()
-        for _ in range(data.draw(st.integers(1, STEPS))):
-            step(data, driver, ordered, sources)
-
-    run_driver(body)
-    return driver
+    return run_steps(data, driver, STEPS, lambda: step(data, driver, ordered, sources))
 
 
 @settings(max_examples=EXAMPLES, **HOSTILE_SETTINGS)
