@@ -6,10 +6,18 @@ from __future__ import annotations
 
 import statistics
 import time
+from concurrent.futures import ThreadPoolExecutor
 
-from chaos import cluster, grudge, partition, probe
-from chaos.ledger import Ledger
-from chaos.net import Net, capabilities
+from chaos.cluster import lifecycle as cluster
+
+from chaos.faults import grudge
+
+from chaos.net import iptables, partition
+
+from chaos.wire import probe
+from chaos.host.ledger import Ledger
+from chaos.net.docker import DockerNet
+from chaos.net.backends import capabilities
 
 DELAY_MS = 10.0
 
@@ -18,6 +26,39 @@ def _timed(fn) -> float:
     started = time.perf_counter()
     fn()
     return (time.perf_counter() - started) * 1000
+
+
+def _in_parallel(fn, items) -> None:
+    with ThreadPoolExecutor(max_workers=max(1, len(items))) as pool:
+        for fut in [pool.submit(fn, *item) for item in items]:
+            fut.result()
+
+
+def _spine_apply(run_id: str, cut, namespaces, ips) -> None:
+    """The baseline: the spine's original per-node commands (a restore, then check and insert the hook), no
+    ledger, every node visited."""
+    chain = iptables.PARTITION.name(run_id)
+
+    def one(node: str, ns) -> None:
+        rules = partition.drop_rules(ips[s] for s in cut.get(node, ()))
+        ns.exec(iptables.RESTORE, input_text=iptables.restore_input(chain, rules))
+        if ns.exec(["iptables", "-w", "-C", "INPUT", "-j", chain], check=False).returncode != 0:
+            ns.exec(["iptables", "-w", "-I", "INPUT", "1", "-j", chain])
+
+    _in_parallel(one, list(namespaces.items()))
+
+
+def _spine_heal(run_id: str, namespaces) -> None:
+    """The baseline's heal: unhook until no hook is left, then flush and delete the chain, per node."""
+    chain = iptables.PARTITION.name(run_id)
+
+    def one(ns) -> None:
+        while ns.exec(["iptables", "-w", "-D", "INPUT", "-j", chain], check=False).returncode == 0:
+            pass
+        if ns.exec(["iptables", "-w", "-F", chain], check=False).returncode == 0:
+            ns.exec(["iptables", "-w", "-X", chain])
+
+    _in_parallel(one, [(ns,) for ns in namespaces.values()])
 
 
 def _partition_rows(count: int, rounds: int) -> list[dict]:
@@ -29,10 +70,10 @@ def _partition_rows(count: int, rounds: int) -> list[dict]:
         ledger = Ledger(run.run_dir)
         ours_apply, ours_heal, old_apply, old_heal = [], [], [], []
         for _ in range(rounds):
-            ours_apply.append(_timed(lambda: partition.apply(run.run_id, cut, namespaces, ips, ledger=ledger)))
-            ours_heal.append(_timed(lambda: partition.heal(run.run_id, namespaces, ledger=ledger)))
-            old_apply.append(_timed(lambda: partition.apply(run.run_id, cut, namespaces, ips)))
-            old_heal.append(_timed(lambda: partition.heal(run.run_id, namespaces)))
+            ours_apply.append(_timed(lambda: partition.apply(ledger, run.run_id, cut, namespaces, ips)))
+            ours_heal.append(_timed(lambda: partition.heal(ledger, run.run_id)))
+            old_apply.append(_timed(lambda: _spine_apply(run.run_id, cut, namespaces, ips)))
+            old_heal.append(_timed(lambda: _spine_heal(run.run_id, namespaces)))
     finally:
         Ledger(run.run_dir).heal()
         cluster.down(run.run_id)
@@ -85,7 +126,7 @@ def _shaper_rows(quick: bool) -> list[dict]:
                 rows.append({"name": f"{backend} throughput at {DELAY_MS:g} ms delay", "value": None, "unit": "pkt/s",
                              "baseline": plain_pps, "ratio": None, "note": f"not available here: {caps[backend][1]}"})
                 continue
-            with Net(run, seed=1, verify=False, backend=backend) as net:
+            with DockerNet(run, seed=1, verify=False, backend=backend) as net:
                 net.slow(DELAY_MS, links=[("n1", "n2")])
                 shaped_pps = _throughput(eps["n1"], eps["n2"], count)
                 shaped = probe.measure(eps["n1"], eps["n2"], count=2000, interval_ms=1)

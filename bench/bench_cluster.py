@@ -7,7 +7,7 @@ import time
 
 import docker
 
-from chaos import cluster, images
+from chaos.cluster import lifecycle as cluster, images
 
 NODES = 5
 

@@ -1,5 +1,5 @@
 """Fuzzed datagrams at a node serving a workload: n1 sends reliable unicasts to n2 without pause; first n2's
-clean delivery rate over a window, then 1,000,000 fuzzed datagrams (chaos.fuzzgen, seed SEED, as fast as the
+clean delivery rate over a window, then 1,000,000 fuzzed datagrams (chaos.fuzz.gen, seed SEED, as fast as the
 sender goes) aimed at n2 from n1's and n3's namespaces, a share with spoofed member sources, while the same
 workload runs. Printed: the fuzz datagrams n2 absorbed per second (read and rejected by its decoder: every
 datagram of the default classes is; next to the rate the fuzzer sent), and the workload's delivery rate during
@@ -19,7 +19,8 @@ import os
 import time
 
 from bench import wait_until
-from chaos import cluster, fuzzgen, fuzzrun
+from chaos.cluster import lifecycle as cluster
+from chaos.fuzz import gen as fuzzgen, run as fuzzrun
 
 SEED = 1
 PAYLOAD_BYTES = 100

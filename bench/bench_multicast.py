@@ -18,7 +18,7 @@ import time
 import docker
 
 from bench import wait_until
-from chaos import cluster
+from chaos.cluster import lifecycle as cluster
 
 PAYLOAD_BYTES = 100
 RAW_PORT = 7298

@@ -15,7 +15,7 @@ import statistics
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from chaos.harness import runner, simrun
+from chaos.harness import runner
 from chaos.harness.load import load_scenario
 from chaos.harness.progress import Progress
 from node.errors import UsageError
@@ -56,11 +56,11 @@ def _in_simulator(name: str, seed: int, spark) -> tuple[bool, bool, float] | Non
     """The same pair in the simulator, or None when the scenario has steps the simulator cannot run."""
     path = SCENARIOS / f"{name}.yaml"
     try:
-        legacy = simrun.run(load_scenario(path, variant="legacy"), seed=seed, out=RUNS, progress=QUIET, spark=spark,
+        legacy = runner.run(load_scenario(path, variant="legacy"), backend="sim", seed=seed, out=RUNS, progress=QUIET, spark=spark,
                             report=False)
     except UsageError:
         return None
-    fixed = simrun.run(load_scenario(path, variant="fixed"), seed=seed, out=RUNS, progress=QUIET, spark=spark,
+    fixed = runner.run(load_scenario(path, variant="fixed"), backend="sim", seed=seed, out=RUNS, progress=QUIET, spark=spark,
                        report=False)
     return legacy.verdict.held, fixed.verdict.held, legacy.elapsed_s
 

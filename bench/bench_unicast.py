@@ -10,7 +10,7 @@ import sys
 import time
 
 from bench import wait_until
-from chaos import cluster
+from chaos.cluster import lifecycle as cluster
 
 PAYLOAD_BYTES = 100
 RAW_PORT = 7299

@@ -1,5 +1,6 @@
-"""Entry point of the node process (`python -m node`): configuration from the environment, the protocol stack,
-the UDP runtime, the control API and the history; a clean stop on SIGTERM/SIGINT with the history flushed."""
+"""Entry point of the node process (`python -m node`): configuration from the environment, the protocol stack
+(`node.layers.build_stack`), the UDP runtime, the control API and the history; a clean stop on SIGTERM/SIGINT
+with the history flushed."""
 from __future__ import annotations
 
 import asyncio
@@ -12,31 +13,8 @@ from node.config import NodeConfig, from_env
 from node.control import make_app
 from node.errors import SplitlabError
 from node.history import HistoryWriter
-from node.liveness import Liveness
-from node.membership import make_membership
-from node.multicast import make_multicast
-from node.ping import PingWorkload
+from node.layers import build_stack  # the stack the config asks for
 from node.runtime import NodeRuntime, resolve_host
-from node.stack import Stack
-from node.unicast import make_unicast
-
-
-def build_stack(config: NodeConfig) -> Stack:
-    """The node's protocol layers for `config`: liveness, ping, unicast, and (unless `none`) membership, which
-    installs views on top of the liveness record, and multicast."""
-    members = list(config.members)
-    liveness = Liveness(config.name, members, config.heartbeat_ms, config.silence_ms)
-    layers = {
-        "liveness": liveness,
-        "ping": PingWorkload(config.name, members),
-        "unicast": make_unicast(config.unicast, config.name, config.unicast_config, members),
-    }
-    if config.membership == "gms":
-        layers["membership"] = make_membership(config.name, members, config.membership_config, liveness)
-    if config.multicast != "none":
-        layers["multicast"] = make_multicast(config.multicast, config.name, config.nakack4_config, members,
-                                             config.bcast_sync)
-    return Stack(layers)
 
 
 async def serve(config: NodeConfig) -> int:

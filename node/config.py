@@ -4,7 +4,7 @@
 |---|---|---|
 | SPLITLAB_NODE | this node's name | required |
 | SPLITLAB_RUN | run id | required |
-| SPLITLAB_MEMBERS | initial members, comma separated, in join order | required |
+| SPLITLAB_MEMBERS | initial members, comma separated, in join order (at most `MAX_NODES`) | required |
 | SPLITLAB_TOKEN | control API token of the run | required |
 | SPLITLAB_RUN_DIR | bind-mounted run directory; history goes to events/<node>.jsonl | /splitlab/run |
 | SPLITLAB_DATA_PORT / SPLITLAB_CONTROL_PORT | UDP data port / HTTP control port | 7100 / 7000 |
@@ -16,11 +16,11 @@
 | SPLITLAB_BUNDLE_MAX_BYTES | bundling: max datagram size; 0 sends one message per datagram | 8192 |
 | SPLITLAB_RECV_BUFFER_BYTES | SO_RCVBUF asked for the data socket (capped by net.core.rmem_max; the effective size is in `node_start`) | 4194304 |
 | SPLITLAB_FLUSH_MS | history flush interval | 500 |
-| SPLITLAB_UNICAST | unicast variant: unicast3, unicast2 or unicast1 | unicast3 |
+| SPLITLAB_UNICAST | unicast layer: unicast3, unicast2, unicast1 or another registered one (node/layers.py) | unicast3 |
 | SPLITLAB_UNICAST_<SETTING> | a `node.unicast.UnicastConfig` setting, e.g. SPLITLAB_UNICAST_CONN_CLOSE_TIMEOUT_MS | its default |
-| SPLITLAB_MEMBERSHIP | membership layer: gms (views, suspicion, merges) or none (static members) | gms |
+| SPLITLAB_MEMBERSHIP | membership layer: gms (views, suspicion, merges), another registered one, or none | gms |
 | SPLITLAB_MEMBERSHIP_<SETTING> | a `node.membership.MembershipConfig` setting, e.g. ..._SUSPECT_TIMEOUT_MS | its default |
-| SPLITLAB_MULTICAST | multicast layer: nakack4 or none | nakack4 |
+| SPLITLAB_MULTICAST | multicast layer: nakack4, another registered one, or none | nakack4 |
 | SPLITLAB_BCAST_SYNC | broadcast-link start sync of nakack4: tipc (the fix) or legacy (the race) | tipc |
 | SPLITLAB_NAKACK4_<SETTING> | a `node.multicast.Nakack4Config` setting, e.g. ..._CAPACITY (SEND_ATOMIC 0/1) | its default |
 
@@ -35,13 +35,19 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from node.errors import ConfigError
+from node.layers import layer_choices
 from node.membership import MembershipConfig
-from node.multicast import SYNC_MODES, VARIANTS as MULTICAST_VARIANTS, Nakack4Config
-from node.unicast import VARIANTS as UNICAST_VARIANTS, UnicastConfig
+from node.multicast import SYNC_MODES, Nakack4Config
+from node.unicast import UnicastConfig
 from node.unicast.connid import conn_id_start_from_boot
-from node.wire import DATA_PORT, MAX_DATAGRAM_BYTES, MAX_SENDER_BYTES
+from node.wire import DATA_PORT, MAX_DATAGRAM_BYTES, MAX_SENDER_BYTES, MAX_VIEW_MEMBERS
 
 CONTROL_PORT = 7000
+# The one limit on a cluster's size, used by the node, `splitlab up` and the scenario loader alike: a view
+# carries its members with a one-byte count (node.wire). Nothing else binds first: the compose networks get
+# Docker's /16 or /20 address pools, a Linux bridge takes 1024 ports, netem gives each peer an htb class.
+MAX_NODES = MAX_VIEW_MEMBERS
+NODE_COUNT = f"a whole number of nodes from 1 to {MAX_NODES}"  # what a count must be, as error messages say it
 _NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-_")
 
 
@@ -52,6 +58,14 @@ def check_name(name: str, what: str = "node name") -> str:
                           hint="use lowercase letters, digits, '-' or '_', starting with a letter, at most "
                                f"{MAX_SENDER_BYTES} characters")
     return name
+
+
+def check_node_count(count: object, where: str) -> int:
+    """`count` when a cluster may have that many nodes. Raises ConfigError `<where>: expected <NODE_COUNT>, got
+    <count>`, the message `splitlab up` and the scenario loader (chaos.harness.schema) share."""
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_NODES:
+        raise ConfigError(f"{where}: expected {NODE_COUNT}, got {count!r}")
+    return count
 
 
 def _hostport(text: str, where: str) -> tuple[str, int]:
@@ -124,6 +138,7 @@ def from_env(env: Mapping[str, str] | None = None) -> NodeConfig:
         raise ConfigError(f"missing environment variable(s): {', '.join(missing)}")
     name = check_name(env["SPLITLAB_NODE"], "SPLITLAB_NODE")
     members = tuple(check_name(m.strip(), "member in SPLITLAB_MEMBERS") for m in env["SPLITLAB_MEMBERS"].split(","))
+    check_node_count(len(members), "SPLITLAB_MEMBERS")
     if len(set(members)) != len(members):
         raise ConfigError(f"SPLITLAB_MEMBERS lists a member twice: {env['SPLITLAB_MEMBERS']}")
     if name not in members:
@@ -140,14 +155,12 @@ def from_env(env: Mapping[str, str] | None = None) -> NodeConfig:
     if silence_ms <= heartbeat_ms:
         raise ConfigError(f"SPLITLAB_SILENCE_MS={silence_ms} must exceed SPLITLAB_HEARTBEAT_MS={heartbeat_ms}")
     unicast_settings = _settings(env, "SPLITLAB_UNICAST_")
-    unicast = env.get("SPLITLAB_UNICAST", "unicast3")
-    if unicast not in UNICAST_VARIANTS:
-        raise ConfigError(f"SPLITLAB_UNICAST={unicast!r} is not one of {', '.join(UNICAST_VARIANTS)}")
+    unicast = _choice(env, "SPLITLAB_UNICAST", "unicast3", layer_choices("unicast"))
     # The first connection id comes from the boot time unless set (a new life is told apart by its incarnation,
     # not by its ids: node/unicast/connid.py).
     unicast_settings.setdefault("conn_id_start", conn_id_start_from_boot(int(time.time() * 1000)))
-    membership = _choice(env, "SPLITLAB_MEMBERSHIP", "gms", ("gms", "none"))
-    multicast = _choice(env, "SPLITLAB_MULTICAST", "nakack4", MULTICAST_VARIANTS)
+    membership = _choice(env, "SPLITLAB_MEMBERSHIP", "gms", layer_choices("membership"))
+    multicast = _choice(env, "SPLITLAB_MULTICAST", "nakack4", layer_choices("multicast"))
     bcast_sync = _choice(env, "SPLITLAB_BCAST_SYNC", "tipc", SYNC_MODES)
     return NodeConfig(
         name=name, run_id=env["SPLITLAB_RUN"], members=members, token=env["SPLITLAB_TOKEN"],

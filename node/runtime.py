@@ -1,10 +1,13 @@
-"""The asyncio UDP runtime: drives a `Stack` of sans-IO protocols with a real socket, clock and timers.
+"""The asyncio UDP runtime: one `node.driver.Driver` (the node's protocol stack, driven) plus its IO.
 
-It owns every side effect of the node: the data socket (bound to the node's data address only), timers on the
-event loop, bundling of outgoing messages, name resolution of members, and recording of history events.
+The driver does everything that is not IO: decoding, the incarnation gate, counted drops, routing to the layers,
+carrying out effects, bundling. This module adds what touches the world: the data socket (bound to the node's
+data address only), the loop's clock and timers, name resolution of members, the history file, the control
+API's view of the node (`state()`), and the application workloads (`node.workload`).
 
-Bundling: messages a protocol sends to the same peer during one loop turn are queued and leave together,
-packed into as few datagrams as `bundle_max_bytes` allows (0 disables bundling: one message per datagram).
+Bundling: messages the layers send to the same peer during one loop turn are taken from the driver's outbox by
+one flush (scheduled with `call_soon` when the outbox gets its first message) and leave together, packed into
+as few datagrams as `bundle_max_bytes` allows (0 disables bundling: one message per datagram).
 A malformed or foreign datagram is counted by reason and dropped; it never raises out of the receive loop.
 """
 from __future__ import annotations
@@ -12,21 +15,18 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from collections import Counter
 from typing import Any, Hashable
 
-from node.config import NodeConfig
-from node.core import CancelTimer, Deliver, Effect, Emit, InstallView, Send, SetTimer, payload_msg_id
-from node.errors import WireError
 from node import workload
+from node.config import NodeConfig
+from node.core import Effect
+from node.driver import Driver
 from node.history import HistoryWriter
-from node.incarnation import DROP_REASONS, RESTARTED, SAME, Lives
 from node.stack import Stack
 from node.workload import Workload, WorkloadSpec
-from node.wire import bundle, cluster_id_of, decode_datagram_from, encode_message
+from node.wire import cluster_id_of
 
 RESOLVE_RETRY_S = 0.5
-MAX_DROP_EVENTS_PER_REASON = 100
 
 
 async def resolve_host(host: str) -> str:
@@ -58,27 +58,33 @@ class NodeRuntime:
         self.config = config
         self.stack = stack
         self.history = history
-        self.cluster_id = cluster_id_of(config.run_id)
-        self.boot = int(time.time() * 1000)
-        self.counters: Counter[str] = Counter()
-        self.dropped: Counter[str] = Counter()
+        self.driver = Driver(config.name, stack, cluster_id_of(config.run_id), int(time.time() * 1000),
+                             config.bundle_max_bytes, frozenset(config.members),
+                             set_timer=self._set_timer, cancel_timer=self._cancel_timer, record=self._record,
+                             outbox_ready=self._schedule_flush)
+        self.cluster_id = self.driver.cluster_id
+        self.boot = self.driver.incarnation
+        self.counters = self.driver.counters  # the driver's, plus the IO's own (send_errors, unresolved_drops, ...)
+        self.dropped = self.driver.dropped
+        self._receive = self.driver.receive
         self._transport: asyncio.DatagramTransport | None = None
         self._timers: dict[Hashable, asyncio.TimerHandle] = {}
-        self._outbox: dict[str, list[bytes]] = {}
-        self._flush_scheduled = False
         self._addresses: dict[str, tuple[str, int]] = {}
-        self._lives = Lives(frozenset(config.members))  # which member, and which life of it, a datagram comes from
         self._wall_offset_s = 0.0  # unix time minus loop time, set in bind() (the wall clock without a syscall)
         self._tasks: list[asyncio.Task] = []
         self._msg_counter = 0
         self.data_ip: str | None = None
         self.workloads: list[Workload] = []
         self._loop: asyncio.AbstractEventLoop | None = None  # the running loop, from bind() on
-        self.view: tuple[tuple[str, int], tuple[str, ...]] | None = None  # the last InstallView
         # set whenever a layer emits `window_unblocked`: workloads refused with WindowFull wait on it
         self.window_open = asyncio.Event()
         self._protocols_started = False
         self.recv_buffer_bytes = 0  # the data socket's effective SO_RCVBUF, known after bind()
+
+    @property
+    def view(self) -> tuple[tuple[str, int], tuple[str, ...]] | None:
+        """The last installed view: (view_id, members)."""
+        return self.driver.view
 
     # --- clock ------------------------------------------------------------------------------------------------
     def now(self) -> float:
@@ -95,7 +101,7 @@ class NodeRuntime:
         """Let the layers start: first heartbeats and timers, the initial view (recorded as `view`). Datagrams
         that arrived before are counted (`received_before_start`) and dropped, so nothing is recorded before."""
         self._protocols_started = True
-        self.apply(self.stack.start(self.now()))
+        self.driver.start(self.now())
 
     async def bind(self) -> None:
         """Resolve the own data address, bind the socket, start the background tasks (no protocol yet)."""
@@ -147,90 +153,51 @@ class NodeRuntime:
 
     # --- receive ----------------------------------------------------------------------------------------------
     def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
-        self.counters["datagrams_received"] += 1
         if not self._protocols_started:
+            self.counters["datagrams_received"] += 1
             self.counters["received_before_start"] += 1
             return
-        try:
-            sender, incarnation, messages = decode_datagram_from(data, self.cluster_id)
-        except WireError as exc:
-            self._drop(exc.reason, addr, exc.message)
-            return
-        now_s = self.now()
-        life, previous = self._lives.see(sender, incarnation, now_s, int((now_s + self._wall_offset_s) * 1000))
-        if life != SAME:
-            if life == RESTARTED:
-                self.history.emit("peer_restarted", peer=sender, incarnation=incarnation, previous=previous)
-                self.apply(self.stack.peer_restarted(now_s, sender))
-            else:
-                self._drop(DROP_REASONS[life], addr, f"{sender!r} incarnation {incarnation} (current life: "
-                                                     f"{previous})")
-                return
-        for msg in messages:
-            self.counters["messages_received"] += 1
-            if not self.stack.handles(msg):
-                self.dropped["unhandled-type"] += 1
-                continue
-            self.apply(self.stack.received(now_s, sender, msg))
+        now_s = self._loop.time()
+        self._receive(now_s, int((now_s + self._wall_offset_s) * 1000), data, addr[0])
 
-    def _drop(self, reason: str, addr: tuple[str, int], detail: str) -> None:
-        self.dropped[reason] += 1
-        if self.dropped[reason] <= MAX_DROP_EVENTS_PER_REASON:
-            self.history.emit("datagram_dropped", reason=reason, src_ip=addr[0], detail=detail)
+    # --- the driver's callbacks ---------------------------------------------------------------------------------
+    def _set_timer(self, key: Hashable, at_s: float) -> None:
+        timers = self._timers
+        old = timers.get(key)
+        if old is not None:
+            old.cancel()
+        timers[key] = self._loop.call_at(at_s, self._fire, key)
 
-    # --- effects ----------------------------------------------------------------------------------------------
-    def apply(self, effects: list[Effect]) -> None:
-        """Carry out effects returned by the stack."""
-        loop = self._loop
-        for eff in effects:
-            if isinstance(eff, Send):
-                self._outbox.setdefault(eff.dst, []).append(encode_message(eff.msg))
-                if not self._flush_scheduled:
-                    self._flush_scheduled = True
-                    loop.call_soon(self._flush_outbox)
-            elif isinstance(eff, SetTimer):
-                old = self._timers.pop(eff.key, None)
-                if old is not None:
-                    old.cancel()
-                self._timers[eff.key] = loop.call_at(eff.at_s, self._fire, eff.key)
-            elif isinstance(eff, CancelTimer):
-                old = self._timers.pop(eff.key, None)
-                if old is not None:
-                    old.cancel()
-            elif isinstance(eff, Deliver):
-                self.counters["delivered"] += 1
-                self.history.emit("app_deliver", msg_id=payload_msg_id(eff.payload), kind=eff.kind,
-                                  **{"from": eff.src})
-            elif isinstance(eff, Emit):
-                self.history.emit(eff.type, **eff.fields)
-                if eff.type == "window_unblocked":
-                    self.window_open.set()
-            elif isinstance(eff, InstallView):  # the stack already gave it to every layer
-                self.view = (eff.view_id, eff.members)
-                self.history.emit("view", view_id=list(eff.view_id), members=list(eff.members))
-            else:
-                raise TypeError(f"unknown effect {eff!r}")
+    def _cancel_timer(self, key: Hashable) -> None:
+        old = self._timers.pop(key, None)
+        if old is not None:
+            old.cancel()
 
     def _fire(self, key: Hashable) -> None:
         self._timers.pop(key, None)
-        self.apply(self.stack.timer(self.now(), key))
+        self.driver.timer(self._loop.time(), key)
+
+    def _record(self, type_: str, fields: dict[str, Any]) -> None:
+        self.history.emit(type_, **fields)
+        if type_ == "window_unblocked":
+            self.window_open.set()
+
+    def _schedule_flush(self) -> None:
+        self._loop.call_soon(self._flush_outbox)
 
     def _flush_outbox(self) -> None:
-        self._flush_scheduled = False
-        outbox, self._outbox = self._outbox, {}
-        for dst, encoded in outbox.items():
+        driver = self.driver
+        for dst, msgs in driver.take_outbox().items():
             addr = self._addresses.get(dst)
             if addr is None:
-                self.counters["unresolved_drops"] += len(encoded)
+                self.counters["unresolved_drops"] += len(msgs)
                 continue
-            for datagram in self._bundle(encoded):
+            for datagram in driver.datagrams(msgs):
                 self._transport.sendto(datagram, addr)
-                self.counters["datagrams_sent"] += 1
-            self.counters["messages_sent"] += len(encoded)
 
-    def _bundle(self, encoded: list[bytes]) -> list[bytes]:
-        """Pack encoded messages into datagrams (`bundle_max_bytes`, and at most MAX_MESSAGES each)."""
-        return bundle(self.cluster_id, self.config.name, encoded, self.boot, self.config.bundle_max_bytes)
+    def apply(self, effects: list[Effect]) -> None:
+        """Carry out effects returned by the stack (the driver's `apply`)."""
+        self.driver.apply(effects)
 
     # --- application ------------------------------------------------------------------------------------------
     def new_msg_id(self) -> str:
@@ -239,25 +206,18 @@ class NodeRuntime:
         return f"{self.config.name}.{self.boot}.{self._msg_counter}"
 
     def request(self, layer: str, op: str, args: dict[str, Any]) -> None:
-        """Run an application request on a layer (raises UsageError for bad requests)."""
-        self.apply(self.stack.request(self.now(), layer, op, args))
+        """Run an application request on a layer (raises UsageError for bad requests, WindowFull when full)."""
+        self.driver.request(self._loop.time(), layer, op, args)
 
     def start_workload(self, spec: WorkloadSpec) -> Workload:
         """Start an application workload as its own task (it never blocks the node)."""
-        item = Workload(spec)
-        item.task = asyncio.create_task(workload.run(self, item), name=f"workload-{item.workload_id}")
+        item = workload.start(self, spec)
         self.workloads.append(item)
         return item
 
     def state(self) -> dict[str, Any]:
+        """The node's `/state`: who it is, its driver's state (view, layers, counters, dropped), its workloads."""
         now_s = self.now()
-        layers = {}
-        for name, layer in self.stack.layers.items():
-            state = getattr(layer, "state", None)
-            if state is not None:
-                layers[name] = state(now_s)
-        view = None if self.view is None else {"view_id": list(self.view[0]), "members": list(self.view[1])}
         return {"node": self.config.name, "run": self.config.run_id, "boot": self.boot, "data_ip": self.data_ip,
-                "members": list(self.config.members), "view": view, "layers": layers,
-                "counters": dict(self.counters), "dropped": dict(self.dropped),
+                "members": list(self.config.members), **self.driver.state(now_s),
                 "workloads": [w.state(now_s) for w in self.workloads]}

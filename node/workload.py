@@ -7,23 +7,35 @@ the loop allows (yielding to it every `BURST` messages so bundling and receiving
 a send with `WindowFull` (its send window to that peer, or to the group, is full), the workload waits on
 `runtime.window_open` (set when a layer emits `window_unblocked`) and sends the same message again: the wait
 blocks this workload only, not the node. A multicast message's `app_send` is recorded when the layer took it.
+
+A workload needs only a `WorkloadHost` (what `node.runtime.NodeRuntime` is): this module does not import the
+runtime, the runtime imports it.
 """
 from __future__ import annotations
 
 import asyncio
 import itertools
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from node.core import make_payload
 from node.errors import UsageError, WindowFull
-
-if TYPE_CHECKING:
-    from node.runtime import NodeRuntime
+from node.history import HistoryWriter
 
 BURST = 64
 MAX_COUNT = 10_000_000
 _ids = itertools.count(1)
+
+
+class WorkloadHost(Protocol):
+    """What a workload runs on: message ids, the history, requests to a layer, and the window-open signal."""
+
+    history: HistoryWriter
+    window_open: asyncio.Event  # set when a layer emits `window_unblocked`
+
+    def new_msg_id(self) -> str: ...
+
+    def request(self, layer: str, op: str, args: dict[str, Any]) -> None: ...
 
 
 @dataclass
@@ -84,7 +96,14 @@ class Workload:
                 "blocked_count": self.blocked_count, "blocked_ms": round(blocked_s * 1000, 3)}
 
 
-async def run(runtime: "NodeRuntime", workload: Workload) -> None:
+def start(host: WorkloadHost, spec: WorkloadSpec) -> Workload:
+    """Start the workload `spec` on `host` as its own task (it never blocks the node); returns it."""
+    item = Workload(spec)
+    item.task = asyncio.create_task(run(host, item), name=f"workload-{item.workload_id}")
+    return item
+
+
+async def run(runtime: WorkloadHost, workload: Workload) -> None:
     """Send the workload's messages; a protocol refusal ends it with `error` set (visible in the node state)."""
     spec = workload.spec
     loop = asyncio.get_running_loop()
@@ -113,7 +132,7 @@ async def run(runtime: "NodeRuntime", workload: Workload) -> None:
         workload.done = True
 
 
-async def _send_when_room(runtime: "NodeRuntime", workload: Workload, args: dict[str, Any]) -> None:
+async def _send_when_room(runtime: WorkloadHost, workload: Workload, args: dict[str, Any]) -> None:
     """Send through the workload's layer; while it answers WindowFull, wait for `window_unblocked` and retry."""
     loop = asyncio.get_running_loop()
     while True:

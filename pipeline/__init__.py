@@ -1,7 +1,7 @@
 """The PySpark analysis of splitlab run histories (package `pipeline`).
 
 Public API: `analyze(run_dir, master=None, params=None) -> Summary` (see `pipeline.api`), the `Summary` it
-returns (`pipeline.summary`), and `pipeline.cli.analyze_main(argv) -> int` for `splitlab analyze`. The history
+returns (`pipeline.summary`); `splitlab analyze` (chaos/cli/analysis.py) is its command line. The history
 format and summary.json are documented in pipeline/SCHEMA.md. Importing this package does not load Spark;
 the names below load on first use.
 """

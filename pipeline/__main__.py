@@ -1,4 +1,6 @@
-"""`python -m pipeline RUN_DIR [--master URL] [--check-param name.key=value ...]`: same as `splitlab analyze`."""
-from pipeline.cli import main
+"""`python -m pipeline RUN_DIR [...]`: an alias of `splitlab analyze RUN_DIR [...]` (the same verb of the one tree)."""
+import sys
 
-main()
+from chaos.cli.main import main
+
+sys.exit(main(["analyze", *sys.argv[1:]]))

@@ -1,7 +1,8 @@
 """The report's plots, drawn with matplotlib's object API (no pyplot state) and returned as base64 PNG text.
 
-Plots: delivery rate over time per node with fault periods shaded and heals marked, the latency distribution
-with its percentiles, retransmissions over time, and the sender x receiver delivery heat map.
+Plots: delivery rate over time per node with fault periods shaded and instant faults (inject, restart) and
+heals marked as lines, the latency distribution with its percentiles, retransmissions over time, and the
+sender x receiver delivery heat map.
 """
 from __future__ import annotations
 
@@ -37,7 +38,11 @@ def _shade_faults(ax, data: PlotData) -> None:
         colour = FAULT_COLOURS.get(period.kind, "#aaaaaa")
         label = f"fault: {period.kind}" if period.kind not in labelled else None
         labelled.add(period.kind)
-        ax.axvspan(period.start_ts - data.t0_ts, period.end_ts - data.t0_ts, color=colour, alpha=0.15, label=label)
+        if period.instant:  # inject, restart: a moment, not a state the run stays in
+            ax.axvline(period.start_ts - data.t0_ts, color=colour, linestyle=":", linewidth=1.5, label=label)
+        else:
+            ax.axvspan(period.start_ts - data.t0_ts, period.end_ts - data.t0_ts, color=colour, alpha=0.15,
+                       label=label)
     for i, heal_ts in enumerate(data.heals_ts):
         ax.axvline(heal_ts - data.t0_ts, color="#2ca02c", linestyle="--", linewidth=1,
                    label="heal" if i == 0 else None)

@@ -25,13 +25,43 @@ INSTANT_FAULTS = ("inject", "restart")  # fault_start without a fault_end
 
 @dataclass(frozen=True)
 class FaultPeriod:
-    """One fault from its start to its end (its `fault_end`, the next `heal`, or the end of the run)."""
+    """One fault from its start to its end (its `fault_end`, the next `heal`, or the end of the run); an instant
+    (`inject`, `restart`) ends where it starts."""
 
     fault_id: str
     kind: str
     start_ts: float
     end_ts: float
     detail: Any
+
+    @property
+    def instant(self) -> bool:
+        return self.kind in INSTANT_FAULTS
+
+
+def periods_of(controller_events: list[dict[str, Any]], last_ts: float) -> list[FaultPeriod]:
+    """The faults of `controller_events` (oldest first, with `at_ts`) with their periods, by start: a fault ends
+    at its `fault_end`, else at the next `heal` (which ends every fault still open), else at the run's end
+    (`last_ts`); an instant fault opens nothing and ends where it starts."""
+    open_faults: dict[str, dict[str, Any]] = {}
+    periods: list[FaultPeriod] = []
+
+    def period(start: dict[str, Any], end_ts: float) -> FaultPeriod:
+        return FaultPeriod(fault_id=start["fault_id"], kind=start["kind"] or "?", start_ts=start["at_ts"],
+                           end_ts=end_ts, detail=_json_or_text(start["detail"]))
+
+    for event in controller_events:
+        if event["type"] == "fault_start" and event["kind"] in INSTANT_FAULTS:
+            periods.append(period(event, event["at_ts"]))
+        elif event["type"] == "fault_start":
+            open_faults[event["fault_id"]] = event
+        elif event["type"] == "fault_end" and event["fault_id"] in open_faults:
+            periods.append(period(open_faults.pop(event["fault_id"]), event["at_ts"]))
+        elif event["type"] == "heal":
+            periods += [period(start, event["at_ts"]) for start in open_faults.values()]
+            open_faults.clear()
+    periods += [period(start, max(last_ts, start["at_ts"])) for start in open_faults.values()]
+    return sorted(periods, key=lambda p: (p.start_ts, p.fault_id))
 
 
 def event_time() -> Any:
@@ -281,26 +311,8 @@ class Tables:
 
     @cached_property
     def fault_periods(self) -> list[FaultPeriod]:
-        """Faults with their periods; a `heal` ends every fault still open, the run's end ends the rest."""
-        open_faults: dict[str, dict[str, Any]] = {}
-        periods: list[FaultPeriod] = []
-
-        def close(fid: str, end_ts: float) -> None:
-            start = open_faults.pop(fid)
-            periods.append(FaultPeriod(fault_id=fid, kind=start["kind"] or "?", start_ts=start["at_ts"],
-                                       end_ts=end_ts, detail=_json_or_text(start["detail"])))
-
-        for event in self.controller_events:
-            if event["type"] == "fault_start":
-                open_faults[event["fault_id"]] = event
-            elif event["type"] == "fault_end" and event["fault_id"] in open_faults:
-                close(event["fault_id"], event["at_ts"])
-            elif event["type"] == "heal":
-                for fid in list(open_faults):
-                    close(fid, event["at_ts"])
-        for fid in list(open_faults):
-            close(fid, max(self.last_ts, open_faults[fid]["at_ts"]))
-        return sorted(periods, key=lambda p: (p.start_ts, p.fault_id))
+        """Faults with their periods (`periods_of`)."""
+        return periods_of(self.controller_events, self.last_ts)
 
 
 def _json_or_text(value: str | None) -> Any:

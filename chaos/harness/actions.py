@@ -1,14 +1,14 @@
-"""Apply one scenario step to a running cluster: workloads and admin operations through the nodes' control API,
-everything else through `chaos.net.Net` (which records it in the ledger and the controller history).
+"""Apply one scenario step to a run through its network backend (`chaos.net.base.Net`: containers or the
+simulator): workloads and admin operations through the nodes' control API (`net.client`), everything else
+through the Net's verbs (which record it in the controller history, and on containers in the ledger).
 
 `apply(step, target)` returns what the realised schedule keeps: the fault id (if the step started a fault), a
 small detail (e.g. the workload ids), and for a restart with `delay_s` what to do later (`then`: the start).
 `end_fault(step, fault_id, target)` ends the fault one step started (`end: <id>`, `duration_s`): a partition
-is healed, a pause resumed, a killed node started; a message rule is removed and the link faults are rebuilt
-from the steps still open (`chaos.harness.faultstate`), touching nothing else. `Net` has no verb for ending one
-rule or one link fault, so those two go through its state (`rules`, `links`, `active`) and `_apply_links` /
-`_end_faults`. Both raise what `Net` and the node client raise; `StepError` when an inject step finds no live
-connection to aim its conn_id at.
+is healed, a pause resumed, a killed node started; a message rule is removed (`Net.end_rule`) and the link faults
+are rebuilt from the steps still open (`chaos.harness.faultstate`, `Net.end_links`), touching nothing else. Both
+raise what the Net and the node client raise; `StepError` when an inject step finds no live connection to aim its
+conn_id at.
 """
 from __future__ import annotations
 
@@ -17,10 +17,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from chaos.cluster import Cluster
 from chaos.harness.faultstate import link_faults, rule_of
 from chaos.harness.schema import ENDABLE, LINK_ACTIONS, Step
-from chaos.net import ControllerHistory, Net
+from chaos.net.base import Net
 
 
 @dataclass
@@ -28,9 +27,7 @@ class Target:
     """The run a timeline acts on, the workloads it started (node -> [(workload id, boot, count)]) and the steps
     that opened faults (fault id -> step, in the order they were applied)."""
 
-    cluster: Cluster
     net: Net
-    history: ControllerHistory
     workloads: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     opened: dict[str, Step] = field(default_factory=dict)
 
@@ -43,14 +40,14 @@ def _workload(step: Step, t: Target) -> Result:
     senders = w.from_ if isinstance(w.from_, list) else [w.from_]
     started = {}
     for sender in senders:
-        client = t.cluster.client(sender)
+        client = t.net.client(sender)
         boot = client.health().get("boot")
+        t.net.record("workload", sender=sender, kind=w.kind, to=w.to or "*", count=w.count, size=w.size,
+                     rate=float(w.rate))
         if w.kind == "unicast":
             wid = client.unicast(w.to, count=w.count, size=w.size, rate=w.rate)
         else:
             wid = client.multicast(count=w.count, size=w.size, rate=w.rate)
-        t.history.emit("workload", sender=sender, kind=w.kind, to=w.to or "*", count=w.count, size=w.size,
-                       rate=float(w.rate))
         t.workloads.setdefault(sender, []).append({"id": wid, "boot": boot, "count": w.count, "kind": w.kind,
                                                    "to": w.to or "*"})
         started[sender] = wid
@@ -69,7 +66,7 @@ def _heal(step: Step, t: Target) -> Result:
 
 
 def _links(text: str | None, t: Target) -> list[tuple[str, str]] | None:
-    from chaos.grudge import parse_links
+    from chaos.faults.grudge import parse_links
 
     return None if text is None else parse_links(text, t.net.nodes)
 
@@ -93,28 +90,24 @@ def _shape(step: Step, t: Target) -> Result:
     return {"fault_id": t.net.shape(step.shape)}
 
 
-msg_rule = rule_of  # the MsgRule of a scenario's msg_fault arguments
-
-
 def _msg_fault(step: Step, t: Target) -> Result:
     return {"fault_id": t.net.msg_fault(rule_of(step.msg_fault))}
 
 
 def _inject(step: Step, t: Target) -> Result:
-    from chaos.dissect import message_type
     from chaos.harness.injection import datagram, relative_conn_id
-    from node.wire import cluster_id_of
+    from chaos.wire.dissect import message_type
 
     i = step.inject
     code = message_type(i.type)
     fields = dict(i.fields)
     detail: dict[str, Any] = {}
     if isinstance(i.conn_id, str):
-        state = t.cluster.client(i.to).state()["layers"].get("unicast", {})
+        state = t.net.client(i.to).state()["layers"].get("unicast", {})
         fields["conn_id"] = detail["conn_id"] = relative_conn_id(state, i.to, i.from_, code, i.conn_id)
     elif i.conn_id is not None:
         fields["conn_id"] = i.conn_id
-    data = datagram(cluster_id_of(t.net.run_id), i.from_, code, fields, i.payload)
+    data = datagram(t.net.cluster_id, i.from_, code, fields, i.payload)
     return {"fault_id": t.net.inject(i.from_, i.to, data, count=i.count), "detail": detail}
 
 
@@ -135,39 +128,42 @@ def _kill(step: Step, t: Target) -> Result:
 
 def _start(step: Step, t: Target) -> Result:
     t.net.start(step.start)
-    t.cluster = t.net.cluster  # the restarted node has a new PID (and maybe address)
     return {}
 
 
 def _restart(step: Step, t: Target) -> Result:
     node, delay_s = step.restart_node, step.restart_delay_s
     if not delay_s:
-        fault_id = t.net.restart(node)
-        t.cluster = t.net.cluster
-        return {"fault_id": fault_id}
+        return {"fault_id": t.net.restart(node)}
     kill_id = t.net.kill(node)
 
     def start() -> dict[str, Any]:
         t.net.start(node)
-        t.cluster = t.net.cluster
         restart_id = f"restart-{uuid.uuid4().hex[:8]}"
-        t.history.emit("fault_start", fault_id=restart_id, kind="restart",
-                       detail={"node": node, "kill": kill_id, "delay_s": delay_s}, applied_ts=time.time(),
-                       effective_ts=None)
+        t.net.record("fault_start", fault_id=restart_id, kind="restart",
+                     detail={"node": node, "kill": kill_id, "delay_s": delay_s}, applied_ts=time.time(),
+                     effective_ts=None)
         return {"restart_id": restart_id}
     return {"fault_id": kill_id, "then": {"delay_s": delay_s, "run": start, "node": node}}
 
 
+def _fault(step: Step, t: Target) -> Result:
+    from chaos.faults.registry import lookup
+
+    defn, args = lookup(step.fault.name, step.fault.args)
+    return {"fault_id": defn.apply(t.net, args)}
+
+
 def _admin(step: Step, t: Target) -> Result:
     a = step.admin
-    return {"detail": {"answer": t.cluster.client(a.node).admin(a.op, a.peer)}}
+    return {"detail": {"answer": t.net.client(a.node).admin(a.op, a.peer)}}
 
 
 APPLY: dict[str, Callable[[Step, Target], Result]] = {
     "workload": _workload, "partition": _partition, "heal": _heal, "slow": _slow, "fast": _fast,
     "flaky": _flaky, "shape": _shape, "msg_fault": _msg_fault, "inject": _inject, "pause": _pause,
     "resume": _resume, "kill": _kill, "start": _start, "restart": _restart,
-    "admin": _admin,
+    "admin": _admin, "fault": _fault,
 }
 
 
@@ -179,17 +175,11 @@ def apply(step: Step, target: Target) -> Result:
     return result
 
 
-def _end_fault_record(net: Net, fault_id: str) -> None:
-    """Record the end of exactly `fault_id` (fault_end in the controller history; gone from the state)."""
-    info = net.active[fault_id]
-    net._end_faults([info["kind"]], time.time(), None, only=lambda other: other is info)
-
-
 def end_fault(step: Step, fault_id: str | None, t: Target) -> dict[str, Any]:
     """End the fault that `step` started as `fault_id`; a no-op when it already ended (a heal, fast, another
     partition, the node started again). Returns the detail the realised schedule keeps."""
     net = t.net
-    if fault_id is None or fault_id not in net.active:
+    if fault_id is None or not net.is_active(fault_id):
         return {"already_ended": fault_id}
     action = step.action
     if action == "partition":
@@ -198,25 +188,27 @@ def end_fault(step: Step, fault_id: str | None, t: Target) -> dict[str, Any]:
         net.resume(step.pause if isinstance(step.pause, str) else step.pause.node)
     elif action == "kill":
         net.start(step.kill)
-        t.cluster = net.cluster
     elif action == "msg_fault":
-        rules = list(net.rules)
-        rule = rule_of(step.msg_fault)
-        if rule in rules:
-            rules.remove(rule)
-        net.rules = rules
-        net._apply_links()
-        _end_fault_record(net, fault_id)
+        net.end_rule(fault_id, rule_of(step.msg_fault))
+    elif action == "fault":
+        _end_registered(step, fault_id, t)
     elif action in LINK_ACTIONS:
-        from chaos.net import capabilities, choose_backend
-
-        still = [s for fid, s in t.opened.items() if fid != fault_id and fid in net.active and s.action in LINK_ACTIONS]
-        caps = capabilities()
-        net.links = {pair: (fault, choose_backend(fault, net.backend, caps))
-                     for pair, fault in link_faults(still, net.nodes).items()}
-        net._apply_links()
-        _end_fault_record(net, fault_id)
+        still = [s for fid, s in t.opened.items() if fid != fault_id and net.is_active(fid) and s.action in LINK_ACTIONS]
+        net.end_links(fault_id, link_faults(still, net.nodes))
     return {"ended": fault_id}
+
+
+def _end_registered(step: Step, fault_id: str, t: Target) -> None:
+    """End a registered fault: its own `end`, else heal for a partition and fast for link and message faults."""
+    from chaos.faults.registry import lookup
+
+    defn, args = lookup(step.fault.name, step.fault.args)
+    if defn.end is not None:
+        defn.end(t.net, fault_id, args)
+    elif fault_id.startswith("partition-"):
+        t.net.heal()
+    else:
+        t.net.fast()
 
 
 def describe(step: Step) -> str:
@@ -248,6 +240,9 @@ def _describe_action(step: Step) -> str:
         return f"restart {step.restart_node}{delay}"
     if step.action == "end":
         return f"end {args}"
+    if step.action == "fault":
+        shown = ", ".join(f"{k}={v}" for k, v in args.args.items())
+        return f"fault {args.name}({shown})"
     if step.action == "admin":
         return f"admin {args.op} at {args.node} toward {args.peer}"
     if step.action in ("heal", "fast"):

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
-from chaos.grudge import LinkFault
+from chaos.faults.grudge import LinkFault
 
 
 def rule_of(m: Any) -> Any:
-    """The `chaos.shaper.msgrules.MsgRule` of a scenario's msg-fault arguments. Raises `UsageError`."""
-    from chaos.dissect import message_type
-    from chaos.shaper.msgrules import MsgRule, action_spec
+    """The `chaos.faults.msgrules.MsgRule` of a scenario's msg-fault arguments. Raises `UsageError`."""
+    from chaos.wire.dissect import message_type
+    from chaos.faults.msgrules import MsgRule, action_spec
 
     return MsgRule(type=message_type(m.type), src=m.from_, dst=m.to, conn_id=m.conn_id, seqno=m.seqno,
                    first=m.first, **action_spec(m.action))
@@ -24,7 +24,7 @@ def rule_of(m: Any) -> Any:
 
 def step_matrix(step: Any, nodes: Sequence[str]) -> tuple[dict[tuple[str, str], LinkFault], bool]:
     """The links one slow, flaky or shape step sets, and whether it replaces every other link's fault."""
-    from chaos import grudge
+    from chaos.faults import grudge
 
     if step.action == "shape":
         return dict(grudge.parse_matrix(step.shape, nodes)), True

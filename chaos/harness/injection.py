@@ -10,7 +10,7 @@ are the first ids of the stream before and after the live one's (`node.unicast.c
 older, and the id the sender's next new connection takes.
 
 Messages with a payload are built with the node's own codec (`node.wire`); the others with the scapy
-dissector (`chaos.inject.message`), which also takes out-of-range values.
+dissector (`chaos.wire.inject.message`), which also takes out-of-range values.
 """
 from __future__ import annotations
 
@@ -85,6 +85,6 @@ def datagram(cluster_id: int, sender: str, code: int, fields: Mapping[str, int],
     """The bytes of the datagram an inject step sends (incarnation 0: the sender's current life)."""
     if payload is not None or code in PAYLOAD_TYPES:
         return wire.encode_datagram(cluster_id, sender, [wire_message(code, fields, payload or "")])
-    from chaos import dissect, inject
+    from chaos.wire import dissect, inject
 
     return dissect.build(cluster_id, sender, [inject.message(str(code), **fields)])

@@ -24,6 +24,8 @@ from chaos.harness.yamlsrc import Sourced, load_yaml, set_path
 from node.errors import UsageError
 
 DEFAULT = "default"
+MAX_SCENARIO_BYTES = 128 * 1024  # the largest in scenarios/ is 3 KB; YAML parses at seconds per MB here
+_READ_HINT = "give the path of a YAML file, e.g. scenarios/jgrp1873.yaml"
 
 
 @dataclass
@@ -183,6 +185,8 @@ def pydantic_problems(doc: Sourced, exc: pydantic.ValidationError) -> list[Probl
 def _shape_problems(doc: Sourced) -> list[Problem]:
     """What pydantic would report poorly: a non-mapping document, steps that are not lists of one action."""
     data = doc.data
+    if data is None:
+        return [Problem(doc.locate(()), (), "the document is empty; expected a mapping with cluster, steps, ...")]
     if not isinstance(data, dict):
         return [Problem(doc.locate(()), (), f"expected a mapping with cluster, steps, ...; got {_shown(data)}")]
     problems = []
@@ -388,7 +392,7 @@ class _Checker:
             self.add(path + ("to",), "a multicast workload goes to the sender's view; leave 'to' out")
 
     def step_partition(self, path: tuple[Any, ...], grudge: Any) -> None:
-        from chaos import grudge as grudges
+        from chaos.faults import grudge as grudges
 
         if isinstance(grudge, str):
             self.guarded(path, lambda: grudges.parse_grudge(grudge, self.nodes, random.Random(0)))
@@ -405,13 +409,13 @@ class _Checker:
     step_fast = step_heal
 
     def _links(self, path: tuple[Any, ...], links: str | None) -> None:
-        from chaos import grudge as grudges
+        from chaos.faults import grudge as grudges
 
         if links is not None:
             self.guarded(path + ("links",), lambda: grudges.parse_links(links, self.nodes))
 
     def step_slow(self, path: tuple[Any, ...], s: Any) -> None:
-        from chaos import grudge as grudges
+        from chaos.faults import grudge as grudges
 
         self._links(path, s.links)
         self.guarded(path, lambda: grudges.link_fault(s.model_dump(exclude={"links"})))
@@ -420,13 +424,13 @@ class _Checker:
         self._links(path, f.links)
 
     def step_shape(self, path: tuple[Any, ...], text: str) -> None:
-        from chaos import grudge as grudges
+        from chaos.faults import grudge as grudges
 
         self.guarded(path, lambda: grudges.parse_matrix(text, self.nodes))
 
     def step_msg_fault(self, path: tuple[Any, ...], m: Any) -> None:
-        from chaos.dissect import message_type
-        from chaos.shaper.msgrules import MsgRule, action_spec
+        from chaos.wire.dissect import message_type
+        from chaos.faults.msgrules import MsgRule, action_spec
 
         ok = self.node(path + ("from",), m.from_) & self.node(path + ("to",), m.to)
         code: list[int] = []
@@ -447,8 +451,8 @@ class _Checker:
                                                seqno=m.seqno, first=m.first, **parsed[0]))
 
     def step_inject(self, path: tuple[Any, ...], i: Any) -> None:
-        from chaos import inject
-        from chaos.dissect import message_type
+        from chaos.wire import inject
+        from chaos.wire.dissect import message_type
         from chaos.harness.injection import PAYLOAD_TYPES, conn_side, wire_message
 
         ok = self.node(path + ("from",), i.from_) & self.node(path + ("to",), i.to)
@@ -509,6 +513,11 @@ class _Checker:
     def step_end(self, path: tuple[Any, ...], _: Any) -> None:
         pass  # checked by `end`, which needs the step's index
 
+    def step_fault(self, path: tuple[Any, ...], f: Any) -> None:
+        for key, value in f.args.items():  # a registered fault's node arguments name nodes of this cluster
+            if key in ("node", "from", "to", "src", "dst") and isinstance(value, str):
+                self.node(path + ("args", key), value)
+
     def step_admin(self, path: tuple[Any, ...], a: Any) -> None:
         ok = self.node(path + ("node",), a.node) & self.node(path + ("peer",), a.peer)
         if ok and a.node == a.peer:
@@ -557,7 +566,7 @@ def _endable() -> str:
 
 
 def _type_name(code: int) -> str:
-    from chaos.dissect import type_name
+    from chaos.wire.dissect import type_name
 
     return type_name(code)
 
@@ -620,14 +629,28 @@ def load_text(text: str, source: str = "<text>", sets: Iterable[str] = (), varia
 def load_scenario(path: Path | str, sets: Iterable[str] = (), variant: str | None = None) -> Loaded:
     """Load a scenario file. Raises `UsageError` when it cannot be read, `ScenarioError` when it is invalid."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot read scenario {path}: {exc.strerror or exc}",
-                         hint="give the path of a YAML file, e.g. scenarios/jgrp1873.yaml") from None
-    loaded = load_text(text, str(path), sets, variant)
+    loaded = load_text(_read_text(path), str(path), sets, variant)
     loaded.path = path
     return loaded
+
+
+def _read_text(path: Path) -> str:
+    """The text of a scenario file, read only as far as `MAX_SCENARIO_BYTES` (so /dev/zero is refused too).
+    Raises `UsageError` for a file that cannot be read, is larger, or is not UTF-8 text."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_SCENARIO_BYTES + 1)
+    except OSError as exc:
+        raise UsageError(f"cannot read scenario {path}: {exc.strerror or exc}", hint=_READ_HINT) from None
+    if len(data) > MAX_SCENARIO_BYTES:
+        raise UsageError(f"{path}: larger than {MAX_SCENARIO_BYTES // 1024} KiB; a scenario is a short YAML text",
+                         hint=_READ_HINT)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise UsageError(f"{path}:{line}: not a UTF-8 text file (byte 0x{data[exc.start]:02x} at offset "
+                         f"{exc.start}); a scenario is a YAML text", hint=_READ_HINT) from None
 
 
 def from_data(data: dict[str, Any], source: str, variant: str | None) -> Loaded:

@@ -1,5 +1,7 @@
-"""Run a scenario on real containers: a fresh cluster, the timeline, a final heal, a settling time, the nodes'
-final state and logs, `down`, the analysis, and the verdict against the scenario's expectations.
+"""Run a scenario on a network backend and judge it: a fresh cluster (real containers, `backend="docker"`, or the
+simulator, `backend="sim"`: the only difference is the `chaos.net.base.Net` constructed), the timeline, a final
+heal, a settling time, the nodes' final state (and the containers' logs, then `down`), the analysis, and the
+verdict against the scenario's expectations.
 
 Everything lands in the run directory `runs/<run-id>/` (or `--out DIR/<run-id>/`):
     schedule.json      the realised schedule (chaos.harness.schedule), rewritten after every step (the steps'
@@ -10,30 +12,32 @@ Everything lands in the run directory `runs/<run-id>/` (or `--out DIR/<run-id>/`
     events/, ledger.jsonl, docker-compose.yml  as every run has
 
 The cluster is removed and every fault healed whatever happens (failure, Ctrl-C). Raises `UsageError` for bad
-input and `EnvironmentProblem` when the machine cannot run it; a verdict that does not hold is not an error.
+input, `ScenarioError` naming the steps a backend cannot run (before anything runs) and `EnvironmentProblem`
+when the machine cannot run it; a verdict that does not hold is not an error.
 """
 from __future__ import annotations
 
 import json
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import docker.errors
 from rich.markup import escape
 
-from chaos import cluster as clusters
+from chaos.cluster import lifecycle as clusters
 from chaos.harness import actions
-from chaos.harness.errors import StepError
+from chaos.harness.errors import Problem, ScenarioError, StepError
 from chaos.harness.expect import UNBLOCKED, WORKLOADS, Verdict, check_params, judge, unblocked_check, workloads_check
 from chaos.harness.load import Loaded
 from chaos.harness.progress import Progress
 from chaos.harness.schedule import Schedule
 from chaos.harness.timeline import Timeline
-from chaos.naming import new_run_id
-from chaos.net import ControllerHistory, Net
-from node.errors import EnvironmentProblem
+from chaos.cluster.naming import new_run_id
+from chaos.net.base import Clock, Net
+from node.errors import EnvironmentProblem, UsageError
 
 VERDICT_FILE = "verdict.json"
 
@@ -93,53 +97,31 @@ def _save_logs(cluster: clusters.Cluster) -> None:
         (logs / f"{node.name}.log").write_text(text)
 
 
-def _final_states(cluster: clusters.Cluster, only: list[str] | None = None) -> dict[str, dict[str, Any] | None]:
-    """Each node's /state (None when it does not answer: killed or paused); `only` limits the nodes asked."""
-    out: dict[str, dict[str, Any] | None] = {}
-    for name in (cluster.names if only is None else only):
-        try:
-            out[name] = cluster.client(name).state()
-        except EnvironmentProblem:
-            out[name] = None  # killed or paused at the end: the workloads check says so
-    return out
+class StepBackend:
+    """The side of `chaos.harness.timeline.Timeline` that acts: steps through `actions` on the run's Net, time from
+    the Net's clock (wall or virtual), conditions read from the nodes' state (a node that does not answer is "not
+    yet", never an error). The same class serves containers and the simulator."""
 
-
-class ContainerBackend:
-    """The wall-clock side of `chaos.harness.timeline.Timeline`: steps through `actions`, conditions read from the
-    nodes' control API (a node that does not answer is "not yet", never an error)."""
-
-    POLL_S = 0.1
-
-    def __init__(self, loaded: Loaded, target: actions.Target, schedule: Schedule, progress: Progress) -> None:
-        self.loaded = loaded
+    def __init__(self, target: actions.Target, clock: Clock, schedule: Schedule, progress: Progress) -> None:
         self.target = target
+        self.net = target.net
+        self.clock = clock
         self.schedule = schedule
         self.progress = progress
-        self.nodes = loaded.scenario.node_names
-        self.t0 = time.monotonic()
-        schedule.started_ts = time.time()
+        self.nodes = self.net.nodes
         self._missing = ""
 
     def now_s(self) -> float:
-        return time.monotonic() - self.t0
+        return self.clock.now_s()
 
     def now_ts(self) -> float:
-        return time.time()
+        return self.clock.now_ts()
 
     def pass_time(self, until_s: float, label: str) -> None:
-        self.progress.wait(until_s - self.now_s(), label)
+        self.clock.pass_time(until_s, label)
 
     def wait_until(self, ready: Callable[[], bool], until_s: float, label: str) -> bool:
-        told = False
-        while not ready():
-            left = until_s - self.now_s()
-            if left <= 0:
-                return False
-            if not told:
-                self.progress.log(f"waiting for {label} ...")
-                told = True
-            time.sleep(min(self.POLL_S, left))
-        return True
+        return self.clock.wait_until(ready, until_s, label)
 
     def apply(self, index: int, step: Any) -> dict[str, Any]:
         return actions.apply(step, self.target)
@@ -147,23 +129,17 @@ class ContainerBackend:
     def end_fault(self, index: int, step: Any, fault_id: str | None) -> dict[str, Any]:
         return actions.end_fault(step, fault_id, self.target)
 
-    def _state(self, node: str) -> dict[str, Any] | None:
-        try:
-            return self.target.cluster.client(node).state()
-        except EnvironmentProblem:
-            return None  # down, paused or restarting
-
     def view_mark(self) -> dict[str, Any]:
         marks = {}
         for node in self.nodes:
-            state = self._state(node)
+            state = self.net.node_state(node)
             marks[node] = (state.get("view") or {}).get("view_id") if state else None
         return marks
 
     def views_installed(self, mark: dict[str, Any] | None) -> bool:
         mark = mark or {}
         for node in self.nodes:
-            state = self._state(node)
+            state = self.net.node_state(node)
             view = (state or {}).get("view")
             if view is None:
                 self._missing = f"{node} {'does not answer' if state is None else 'has no view'}"
@@ -178,7 +154,7 @@ class ContainerBackend:
 
     def workloads_done(self) -> bool:
         for node, items in self.target.workloads.items():
-            state = self._state(node)
+            state = self.net.node_state(node)
             if state is None:
                 self._missing = f"{node} does not answer"
                 return False
@@ -198,9 +174,7 @@ class ContainerBackend:
         return True
 
     def control_ready(self, node: str) -> bool:
-        try:
-            self.target.cluster.client(node).health()
-        except EnvironmentProblem:
+        if self.net.node_state(node) is None:
             self._missing = f"{node}'s control API does not answer"
             return False
         return True
@@ -212,60 +186,121 @@ class ContainerBackend:
         self.progress.step(index, total, planned_s, applied_s, actions.describe(step))
 
     def save(self) -> None:
-        self.schedule.save(self.target.cluster.run_dir)
+        self.schedule.save(self.net.run_dir)
 
 
-def run(loaded: Loaded, *, seed: int | None = None, out: Path | str | None = None,
+def _states(net: Net, only: list[str] | None = None) -> dict[str, dict[str, Any] | None]:
+    """Each node's state (None when it does not answer: killed or paused); `only` limits the nodes asked."""
+    out: dict[str, dict[str, Any] | None] = {}
+    for name in (net.nodes if only is None else only):
+        try:
+            out[name] = net.client(name).state()
+        except EnvironmentProblem:
+            out[name] = None  # killed or paused at the end: the workloads check says so
+    return out
+
+
+def check_backend(loaded: Loaded, backend: str) -> None:
+    """Raise `ScenarioError` naming every step the backend cannot run (the simulator has no processes, ...)."""
+    if backend not in BACKENDS:
+        raise UsageError(f"unknown backend {backend!r}; use one of {', '.join(BACKENDS)}")
+    if backend != "sim":
+        return
+    from chaos.net.sim import REFUSED_HINT, refusal
+
+    problems = []
+    raw_steps = loaded.doc.data.get("steps") or []
+    for index, step in enumerate(loaded.scenario.steps):
+        why = refusal(step.action, step.args, loaded.scenario.node_names)
+        if why is not None:
+            written = "msg-fault" if step.action == "msg_fault" and "msg-fault" in raw_steps[index] else step.action
+            problems.append(Problem(loaded.doc.locate(("steps", index)), ("steps", index, written), why))
+    if problems:
+        raise ScenarioError(problems, hint=REFUSED_HINT)
+
+
+@contextmanager
+def _docker_net(loaded: Loaded, run_id: str, runs_dir: Path, seed: int, progress: Progress) -> Iterator[Net]:
+    """A fresh cluster and its DockerNet; at the end (whatever happens) every fault healed, the logs saved, the
+    cluster removed and the schedule given the effective times the probes measured."""
+    from chaos.net.docker import DockerNet
+
+    cluster = clusters.up(loaded.scenario.cluster.nodes, node_env=loaded.node_env(), runs_dir=runs_dir,
+                          run_id=run_id, log=progress.log)
+    net = None
+    try:
+        net = DockerNet(cluster, seed=seed, log=progress.log)
+        yield net
+    finally:
+        try:
+            if net is not None:
+                net.heal_all()
+        finally:
+            live = clusters.load(run_id) if _exists(run_id) else cluster
+            _save_logs(live)
+            clusters.down(live.run_id)
+
+
+@contextmanager
+def _sim_net(loaded: Loaded, run_id: str, runs_dir: Path, seed: int, progress: Progress) -> Iterator[Net]:
+    """A simulated cluster; its history is written at the end, also when a step failed."""
+    from chaos.net.sim import SimNet
+
+    net = SimNet(loaded.scenario.node_names, loaded.node_env(), run_id, runs_dir / run_id, seed, time.time())
+    try:
+        yield net
+    finally:
+        net.close()
+
+
+BACKENDS = {"docker": _docker_net, "sim": _sim_net}
+
+
+def run(loaded: Loaded, *, backend: str = "docker", seed: int | None = None, out: Path | str | None = None,
         progress: Progress | None = None, spark: Any = None, report: bool = True, analyze: bool = True,
         replay_of: str | None = None) -> RunResult:
-    """Run `loaded` on real containers and judge it. See the module docstring."""
+    """Run `loaded` on `backend` ("docker": real containers, "sim": the simulator) and judge it. See the module
+    docstring."""
+    check_backend(loaded, backend)
     progress = progress or Progress()
     scenario = loaded.scenario
     seed = scenario.seed if seed is None else seed
     started = time.monotonic()
     runs_dir = Path(out).resolve() if out else clusters.runs_root()
     run_id = new_run_id()
+    where = "in the simulator" if backend == "sim" else f"{scenario.cluster.nodes} node(s)"
     title = f"{scenario.name or loaded.doc.source} [{loaded.label}]"
-    progress.say(f"[bold]{escape(title)}[/bold]: seed {seed}, {scenario.cluster.nodes} node(s), run {run_id}")
-    cluster = clusters.up(scenario.cluster.nodes, node_env=loaded.node_env(), runs_dir=runs_dir, run_id=run_id,
-                          log=progress.log)
+    progress.say(f"[bold]{escape(title)}[/bold]: {where}, seed {seed}, run {run_id}")
     schedule = Schedule(scenario=loaded.doc.data, source=str(loaded.path or loaded.doc.source),
-                        variant=loaded.variant, seed=seed, backend="docker", run_id=run_id, sets=loaded.sets,
+                        variant=loaded.variant, seed=seed, backend=backend, run_id=run_id, sets=loaded.sets,
                         replay_of=replay_of)
-    schedule.save(cluster.run_dir)
     states: dict[str, dict[str, Any] | None] = {}
     timeline_states: dict[str, dict[str, Any] | None] = {}
-    workloads: dict[str, list[dict[str, Any]]] = {}
-    healed = False
-    net: Net | None = None
-    try:
-        net = Net(cluster, seed=seed, log=progress.log)
-        target = actions.Target(cluster, net, ControllerHistory(cluster.run_dir, run_id))
-        Timeline(scenario, ContainerBackend(loaded, target, schedule, progress), schedule).run()
-        timeline_states = _final_states(target.cluster, only=list(target.workloads))
-        progress.say("final heal: every fault removed")
-        heal_start = time.time()
-        net.heal_all()
-        healed = True
-        schedule.final_heal = {"applied_ts": heal_start, "done_ts": time.time()}
-        progress.wait(scenario.settle_s, "settling after the heal")
-        states = _final_states(target.cluster)
-        workloads = target.workloads
-        schedule.finished = True
-    finally:
+    target: actions.Target | None = None
+    with BACKENDS[backend](loaded, run_id, runs_dir, seed, progress) as net:
+        run_dir = net.run_dir
         try:
-            if net is not None and not healed:
-                net.heal_all()
+            clock = net.clock(progress.wait)
+            schedule.started_ts = clock.now_ts()
+            schedule.save(run_dir)
+            target = actions.Target(net)
+            Timeline(scenario, StepBackend(target, clock, schedule, progress), schedule).run()
+            timeline_states = _states(net, only=list(target.workloads))
+            progress.say("final heal: every fault removed")
+            heal_start = clock.now_ts()
+            net.heal_all()
+            schedule.final_heal = {"applied_ts": heal_start, "done_ts": clock.now_ts()}
+            clock.pass_time(clock.now_s() + scenario.settle_s, "settling after the heal")
+            states = _states(net)
+            schedule.finished = True
         finally:
-            live = clusters.load(run_id) if _exists(run_id) else cluster
-            _save_logs(live)
-            (cluster.run_dir / "final_state.json").write_text(json.dumps(states, indent=1, default=str))
-            (cluster.run_dir / "timeline_end_state.json").write_text(json.dumps(timeline_states, indent=1,
-                                                                                default=str))
-            clusters.down(live.run_id)
-            schedule.add_effective_times(_controller_events(cluster.run_dir))
-            schedule.save(cluster.run_dir)
-    return finish(loaded, cluster.run_dir, run_id, seed, schedule, workloads, states, timeline_states, progress,
+            (run_dir / "final_state.json").write_text(json.dumps(states, indent=1, default=str))
+            (run_dir / "timeline_end_state.json").write_text(json.dumps(timeline_states, indent=1, default=str))
+    schedule.add_effective_times(_controller_events(run_dir))
+    schedule.save(run_dir)
+    if backend == "sim":
+        progress.say(f"simulated {clock.now_s():.1f} s of virtual time in {time.monotonic() - started:.1f} s")
+    return finish(loaded, run_dir, run_id, seed, schedule, target.workloads, states, timeline_states, progress,
                   spark, report, analyze, started)
 
 

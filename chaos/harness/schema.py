@@ -1,7 +1,8 @@
 """The scenario file's shape, as pydantic models: types, ranges and closed vocabularies (no cross-references).
 
     name, description, seed
-    cluster:   nodes (count, named n1..nN), defaults (NodeSettings), overrides {node: NodeSettings}
+    cluster:   nodes (count up to node.config.MAX_NODES, named n1..nN), defaults (NodeSettings: layer names
+               from node.layers' registry), overrides {node: NodeSettings}
     variants:  {name: NodeSettings + overrides {node: NodeSettings}}   e.g. legacy, fixed
     steps:     [{at_s | after (+ delay_s, timeout_s), id, duration_s, <one action>}]   see ACTIONS
     settle_s:  seconds to wait after the final heal before the analysis
@@ -15,14 +16,17 @@ from __future__ import annotations
 from dataclasses import fields as dc_fields
 from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model, model_validator
+from pydantic_core import PydanticCustomError
 
-from chaos.grudge import DISTRIBUTIONS
+from chaos.faults.grudge import DISTRIBUTIONS
+from node.config import NODE_COUNT, check_node_count
+from node.errors import ConfigError, UsageError
+from node.layers import layer_choices
 from node.membership import MembershipConfig
 from node.multicast import Nakack4Config
 from node.unicast import UnicastConfig
 
-MAX_NODES = 16
 MAX_TIME_S = 3600.0
 STRICT = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
 
@@ -76,12 +80,25 @@ Nakack4Settings = _settings_model("Nakack4Settings", Nakack4Config)
 MembershipSettings = _settings_model("MembershipSettings", MembershipConfig)
 
 
+def _layer_name(slot: str) -> Any:
+    """Text naming a layer registered in `slot` (node.layers), checked when the file is read, so a layer added
+    as one file is accepted and a typo lists what is registered (as a closed vocabulary would)."""
+    def check(value: str) -> str:
+        names = sorted(layer_choices(slot))
+        if value not in names:
+            shown = [repr(name) for name in names]
+            expected = shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} or {shown[-1]}"
+            raise PydanticCustomError("literal_error", "Input should be {expected}", {"expected": expected})
+        return value
+    return Annotated[str, AfterValidator(check)]
+
+
 class NodeSettings(Model):
     """A node's protocol stack and timing; every field optional (layers are merged, later wins)."""
 
-    unicast: Optional[Literal["unicast1", "unicast2", "unicast3"]] = None
-    multicast: Optional[Literal["nakack4", "none"]] = None
-    membership: Optional[Literal["gms", "none"]] = None
+    unicast: Optional[_layer_name("unicast")] = None  # type: ignore[valid-type]
+    multicast: Optional[_layer_name("multicast")] = None  # type: ignore[valid-type]
+    membership: Optional[_layer_name("membership")] = None  # type: ignore[valid-type]
     bcast_sync: Optional[Literal["tipc", "legacy"]] = None
     bundle_max_bytes: Optional[Annotated[int, Field(ge=0, le=65_000)]] = None
     timeouts: Optional[Timeouts] = None  # type: ignore[valid-type]
@@ -91,8 +108,16 @@ class NodeSettings(Model):
     env: dict[str, str] = Field(default_factory=dict)
 
 
+def _node_count(count: int) -> int:
+    """node.config's limit on a cluster's size, reported as `expected <NODE_COUNT>, got N` like `splitlab up`."""
+    try:
+        return check_node_count(count, "nodes")
+    except ConfigError:
+        raise PydanticCustomError("node_count", NODE_COUNT) from None
+
+
 class ClusterSpec(Model):
-    nodes: Annotated[int, Field(ge=1, le=MAX_NODES)]
+    nodes: Annotated[int, AfterValidator(_node_count)]
     defaults: NodeSettings = Field(default_factory=NodeSettings)
     overrides: dict[NodeName, NodeSettings] = Field(default_factory=dict)
 
@@ -170,6 +195,23 @@ class Admin(Model):
     peer: NodeName
 
 
+class Fault(Model):
+    """A registered fault (chaos.faults.registry): its name and arguments, checked against the registry."""
+
+    name: Annotated[str, Field(min_length=1, max_length=64)]
+    args: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _registered(self) -> "Fault":
+        from chaos.faults.registry import lookup
+
+        try:
+            lookup(self.name, self.args)
+        except UsageError as exc:
+            raise ValueError(exc.message) from None
+        return self
+
+
 AFTER = ("heal", "view", "workload-done")
 DEFAULT_AFTER_TIMEOUT_S = 60.0
 
@@ -200,6 +242,7 @@ class Step(Model):
     start: Optional[NodeName] = None
     restart: Optional[Union[NodeName, Restart]] = None
     admin: Optional[Admin] = None
+    fault: Optional[Fault] = None
     end: Optional[StepId] = None
 
     @property
@@ -234,11 +277,11 @@ class Step(Model):
 # Action names as written in the file (msg-fault is also accepted as msg_fault). Actions without arguments
 # (heal, fast) may be written with an empty value: `heal:` / `fast:`.
 ACTIONS = ("workload", "partition", "heal", "slow", "fast", "flaky", "shape", "msg_fault", "inject", "pause",
-           "resume", "kill", "start", "restart", "admin", "end")
+           "resume", "kill", "start", "restart", "admin", "fault", "end")
 NO_ARGUMENT = ("heal", "fast")
 STEP_KEYS = ("at_s", "after", "delay_s", "timeout_s", "id", "duration_s", "note")
 # faults a step opens that `end: <id>` or the step's own `duration_s` can end (inject and restart are instants)
-ENDABLE = ("partition", "slow", "flaky", "shape", "msg_fault", "pause", "kill")
+ENDABLE = ("partition", "slow", "flaky", "shape", "msg_fault", "pause", "kill", "fault")
 LINK_ACTIONS = ("slow", "flaky", "shape")
 # steps that end faults: what `after: heal` waits for (besides a fault step's own duration_s)
 HEALING = ("heal", "fast", "end", "resume", "start")

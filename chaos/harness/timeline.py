@@ -1,5 +1,5 @@
 """When each step of a scenario fires, and what a step leaves for later: the one timeline driver of the container
-runner (`runner.py`, wall clock) and of the simulator (`simrun.py`, virtual time), each through a `Backend`.
+runner (`runner.py`) on every network backend: containers (wall clock) and the simulator (virtual time).
 
 Steps fire one after another, in list order:
 - `at_s: T` fires at T seconds from the start of the timeline (at once if an earlier relative step went past T);

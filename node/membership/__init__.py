@@ -2,7 +2,8 @@
 MERGE3-style merging of subgroups after partitions heal. Sans-IO.
 
 - `Membership` (gms.py): the stack layer (claims `ViewMsg`, `ViewAck`, `ViewInfo`); installs views with the
-  `node.core.InstallView` effect, which the stack hands to every layer.
+  `node.core.InstallView` effect, which the stack hands to every layer. Registered here as the `membership`
+  slot's `gms` (node.layers; `none` leaves the slot empty).
 - `FailureDetector` (detector.py): suspicion from the liveness layer's heartbeat record.
 - `View`, `merged_view`, ... (views.py): views and the pure decisions about them.
 - `MembershipConfig` (config.py): timeouts.
@@ -14,11 +15,14 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from node.layers import register_layer
 from node.liveness import Liveness
 from node.membership.config import MembershipConfig
 from node.membership.detector import FailureDetector
 from node.membership.gms import Membership
 from node.membership.views import View, acting_coordinator, merged_view
+
+register_layer("membership", "gms")(Membership)
 
 __all__ = ["FailureDetector", "Membership", "MembershipConfig", "View", "acting_coordinator", "make_membership",
            "merged_view"]

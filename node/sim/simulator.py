@@ -1,22 +1,25 @@
-"""A seeded in-memory simulator with virtual time that runs the very protocol objects the UDP runtime runs.
+"""A seeded in-memory simulator with virtual time: one `node.driver.Driver` per member plus a virtual clock, a
+network and message faults, so it runs the very protocol objects, and the very driver, the UDP runtime runs.
 
-Each member is a `node.stack.Stack` of sans-IO layers (route by message class, timers namespaced per layer),
-so the multicast and membership layers of later issues run here unchanged: build the member's stack with all
-its layers. A membership layer installs views with the `InstallView` effect (the stack hands it to every layer;
-`_apply` records the `view` event); tests without one inject views with `install_view`. Everything travels
-through `node.wire`: the effects of one `handle` call to one peer are encoded,
-bundled into datagrams (like the runtime's bundling) and decoded on arrival, so the codec is exercised.
+Each member is a `Driver` of a `node.stack.Stack` of sans-IO layers, so the multicast and membership layers of
+later issues run here unchanged: build the member's stack with all its layers. Decoding, the incarnation gate,
+counted drops (`driver(member).dropped`, by the runtime's reasons), timers, deliveries, the records of `Emit`,
+`InstallView` (`view`), `app_deliver`, `datagram_dropped` and `peer_restarted` are the driver's, as on a real node;
+tests without a membership layer inject views with `install_view`. After every call into a member's driver the
+simulator takes its outbox: per destination, message faults apply one message at a time, and the rest is
+bundled into datagrams by the driver (as the runtime bundles one loop turn) and decoded on arrival, so the codec
+is exercised.
 
 One `random.Random(seed)` (`Simulator.rng`) drives every random choice: link loss, delay, jitter,
 duplication and reordering, and whatever a test draws for its workload and schedule. `repro()` says how to
 reproduce a run; put it in assertion messages.
 
-Records: deliveries per receiver and sender (`delivered`), and a history-like list of event dicts
-(`events`: the protocols' `Emit`s plus `app_deliver`, `view`, `datagram_dropped` and `peer_restarted`, each with
-`ts` in virtual seconds and `node`).
+Records: deliveries per receiver and sender (`delivered`), and a history-like list of event dicts (`events`,
+each with `ts` in virtual seconds and `node`). `counters` are the network's: datagrams lost, cut (when sent or
+on arrival), duplicated, faulted, sent to an unknown member; each member's driver counts its own.
 
-`restart_member` replaces a member's stack by a fresh one, as a process restart does: its timers go, its
-datagrams carry a new incarnation, and receivers tell their layers (`node.incarnation`) as the runtime does.
+`restart_member` replaces a member's driver and stack by fresh ones, as a process restart does: its timers go,
+its datagrams carry a new incarnation, and receivers tell their layers (`node.incarnation`) as the runtime does.
 """
 from __future__ import annotations
 
@@ -26,14 +29,13 @@ import random
 from collections import Counter
 from typing import Any, Callable, Hashable, Iterable
 
-from node.core import (CancelTimer, Deliver, Effect, Emit, InstallView, Protocol, Send, SetTimer,
-                       payload_msg_id)
-from node.errors import UsageError, WireError
-from node.incarnation import DROP_REASONS, RESTARTED, SAME, Lives
+from node.core import Effect, Protocol, payload_msg_id
+from node.driver import Driver
+from node.errors import UsageError
 from node.sim.faults import DELAY, DROP, HOLD, FaultTable, MsgFault
 from node.sim.network import LinkSpec, Network
 from node.stack import Stack
-from node.wire import Message, bundle, decode_datagram_from, encode_datagram, encode_message
+from node.wire import Message, encode_datagram
 
 SIM_CLUSTER_ID = 0x5EED5EED
 SIM_EPOCH_MS = 1_700_000_000_000  # the simulated unix clock at t=0 for seed 0 (each seed starts elsewhere)
@@ -52,7 +54,8 @@ class Simulator:
         self.faults = FaultTable()
         self.cluster_id = cluster_id
         self.bundle_max_bytes = bundle_max_bytes
-        self.record_events = record_events
+        self._record_events = record_events
+        self.drivers: dict[str, Driver] = {}
         self.stacks: dict[str, Stack] = {}
         self.events: list[dict[str, Any]] = []
         self.deliveries: dict[str, dict[str, list[bytes]]] = {}
@@ -64,7 +67,17 @@ class Simulator:
         # member -> its current life: its boot on the simulated unix clock, as a real node's incarnation
         self.incarnation: dict[str, int] = {}
         self.epoch_ms = SIM_EPOCH_MS + (seed % 1_000_003) * 86_400  # each seed starts elsewhere (no rng draw)
-        self._seen: dict[str, Lives] = {}  # receiver -> which member and life each datagram comes from
+
+    @property
+    def record_events(self) -> bool:
+        """Whether events are recorded (`events`); may be switched during a run."""
+        return self._record_events
+
+    @record_events.setter
+    def record_events(self, on: bool) -> None:
+        self._record_events = on
+        for name, driver in self.drivers.items():
+            driver.record = self._recorder(name) if on else None
 
     def repro(self) -> str:
         """The line a failing test prints."""
@@ -75,11 +88,8 @@ class Simulator:
         """Add a member running `stack` (or a dict of named layers) and start it."""
         if name in self.stacks:
             raise UsageError(f"member {name!r} already exists")
-        self.stacks[name] = stack if isinstance(stack, Stack) else Stack(stack)
         self.deliveries.setdefault(name, {})
-        self.incarnation[name] = self.wall_ms()
-        self._seen[name] = Lives(self.stacks.keys())
-        self._apply(name, self.stacks[name].start(self.now_s))
+        self._start(name, stack, self.wall_ms())
 
     def wall_ms(self) -> int:
         """The simulated unix clock now, in ms (what a member's boot and incarnation are read from)."""
@@ -96,28 +106,66 @@ class Simulator:
         lives goes, and its datagrams carry the new life's incarnation, `boot_ms` (default `next_boot_ms(name)`;
         build the stack's settings from the same value, e.g. `conn_id_start_from_boot`). Datagrams already in
         flight stay in flight."""
-        self._stack(name)
+        self.driver(name)
         for key in [k for k in self._timers if k[0] == name]:
             del self._timers[key]
-        self.stacks[name] = stack if isinstance(stack, Stack) else Stack(stack)
-        self.incarnation[name] = self.next_boot_ms(name) if boot_ms is None else boot_ms
-        self._seen[name] = Lives(self.stacks.keys())
-        self._apply(name, self.stacks[name].start(self.now_s))
+        self._start(name, stack, self.next_boot_ms(name) if boot_ms is None else boot_ms)
+
+    def _start(self, name: str, stack: Stack | dict[str, Protocol], boot_ms: int) -> None:
+        """A new life of `name`: a fresh driver (which knows no peer's life yet) of `stack`, started now."""
+        stack = stack if isinstance(stack, Stack) else Stack(stack)
+        timers, push, order = self._timers, self._push, self._order
+
+        def set_timer(key: Hashable, at_s: float) -> None:
+            token = next(order)
+            timers[(name, key)] = token
+            push(max(at_s, self.now_s), _TIMER, (name, key, token))
+
+        def cancel_timer(key: Hashable) -> None:
+            timers.pop((name, key), None)
+
+        delivered = self.deliveries[name]  # kept across lives
+
+        def deliver(src: str, payload: bytes, kind: str) -> None:
+            payloads = delivered.get(src)
+            if payloads is None:
+                delivered[src] = [payload]
+            else:
+                payloads.append(payload)
+
+        driver = Driver(name, stack, self.cluster_id, boot_ms, self.bundle_max_bytes, self.drivers.keys(),
+                        set_timer=set_timer, cancel_timer=cancel_timer,
+                        record=self._recorder(name) if self._record_events else None, deliver=deliver)
+        self.drivers[name] = driver
+        self.stacks[name] = stack
+        self.incarnation[name] = boot_ms
+        driver.start(self.now_s)
+        self._flush(name, driver)
+
+    def _recorder(self, name: str) -> Callable[[str, dict[str, Any]], None]:
+        """Records events of member `name` (the driver's `record`)."""
+        def record(type_: str, fields: dict[str, Any]) -> None:
+            self.events.append({"ts": self.now_s, "node": name, "type": type_, **fields})
+        return record
+
+    def driver(self, member: str) -> Driver:
+        """The driver of `member` (its `counters`, `dropped`, `view`, ...)."""
+        driver = self.drivers.get(member)
+        if driver is None:
+            raise UsageError(f"no member {member!r}; members: {', '.join(self.drivers)}")
+        return driver
 
     def layer(self, member: str, name: str) -> Protocol:
         """The protocol object of layer `name` on `member` (to read its state)."""
-        return self._stack(member).layers[name]
-
-    def _stack(self, member: str) -> Stack:
-        stack = self.stacks.get(member)
-        if stack is None:
-            raise UsageError(f"no member {member!r}; members: {', '.join(self.stacks)}")
-        return stack
+        return self.driver(member).stack.layers[name]
 
     def request(self, member: str, layer: str, op: str, args: dict[str, Any] | None = None) -> list[Effect]:
         """Run an application request now; returns the effects (already carried out). Raises UsageError."""
-        effects = self._stack(member).request(self.now_s, layer, op, args)
-        self._apply(member, effects)
+        driver = self.driver(member)
+        effects = driver.request(self.now_s, layer, op, args)
+        if driver.outbox:
+            for dst, msgs in driver.take_outbox().items():
+                self._transmit(member, dst, msgs)
         return effects
 
     def install_view(self, member: str, members: Iterable[str], view_id: tuple[str, int] | None = None) -> None:
@@ -126,8 +174,9 @@ class Simulator:
         if view_id is None:
             self._view_counter += 1
             view_id = (members[0], self._view_counter)
-        self._record(member, "view", {"view_id": list(view_id), "members": list(members)})
-        self._apply(member, self._stack(member).view(self.now_s, view_id, members))
+        driver = self.driver(member)
+        driver.install_view(self.now_s, view_id, members)
+        self._flush(member, driver)
 
     # --- the network's verbs ------------------------------------------------------------------------------
     def set_link(self, src: str, dst: str, **spec: float) -> None:
@@ -276,12 +325,6 @@ class Simulator:
     def _push(self, at_s: float, kind: int, data: Any) -> None:
         heapq.heappush(self._heap, (at_s, next(self._order), kind, data))
 
-    def _record(self, node: str, type_: str, fields: dict[str, Any]) -> None:
-        if self.record_events:
-            ev = {"ts": self.now_s, "node": node, "type": type_}
-            ev.update(fields)
-            self.events.append(ev)
-
     def _step(self, item: tuple) -> None:
         at_s, _order, kind, data = item
         if kind == _TIMER:
@@ -294,7 +337,11 @@ class Simulator:
             if kind == _DGRAM:
                 self._arrive(*data)
             elif kind == _TIMER:
-                self._apply(member, self.stacks[member].timer(at_s, key))
+                driver = self.drivers[member]
+                driver.timer(at_s, key)
+                if driver.outbox:  # (the hot paths take the outbox inline: `_flush` without the call)
+                    for dst, msgs in driver.take_outbox().items():
+                        self._transmit(member, dst, msgs)
             else:
                 data()
         except Exception as exc:  # re-raised at once: only the seed is added to what the test will print
@@ -307,63 +354,20 @@ class Simulator:
         if src is not None and self.network.is_cut(src, dst):
             self.counters["cut_on_arrival"] += 1
             return
-        stack = self.stacks.get(dst)
-        if stack is None:
+        driver = self.drivers.get(dst)
+        if driver is None:
             self.counters["to_unknown_member"] += 1
             return
-        try:
-            sender, incarnation, messages = decode_datagram_from(data, self.cluster_id)
-        except WireError as exc:
-            self.counters[f"wire_error_{exc.reason}"] += 1
-            self._record(dst, "datagram_dropped", {"reason": exc.reason, "src_ip": "sim", "detail": exc.message})
-            return
-        life, previous = self._seen[dst].see(sender, incarnation, self.now_s, self.wall_ms())
-        if life != SAME:
-            if life != RESTARTED:
-                reason = DROP_REASONS[life]
-                self.counters[reason.replace("-", "_")] += 1
-                self._record(dst, "datagram_dropped", {"reason": reason, "src_ip": "sim",
-                                                       "detail": f"{sender}'s incarnation {incarnation}"})
-                return
-            self._record(dst, "peer_restarted", {"peer": sender, "incarnation": incarnation,
-                                                 "previous": previous})
-            self._apply(dst, stack.peer_restarted(self.now_s, sender))
-        self.counters["datagrams_received"] += 1
-        for msg in messages:
-            if not stack.handles(msg):
-                self.counters["unhandled_messages"] += 1
-                continue
-            self._apply(dst, stack.received(self.now_s, sender, msg))
+        now_s = self.now_s
+        driver.receive(now_s, self.epoch_ms + int(now_s * 1000), data, "sim")  # wall_ms(), inline
+        if driver.outbox:
+            for peer, msgs in driver.take_outbox().items():
+                self._transmit(dst, peer, msgs)
 
-    def _apply(self, member: str, effects: list[Effect]) -> None:
-        outbox: dict[str, list[Message]] | None = None
-        for eff in effects:
-            cls = type(eff)
-            if cls is Send:
-                if outbox is None:
-                    outbox = {}
-                outbox.setdefault(eff.dst, []).append(eff.msg)
-            elif cls is Emit:
-                self._record(member, eff.type, eff.fields)
-            elif cls is Deliver:
-                self.deliveries[member].setdefault(eff.src, []).append(eff.payload)
-                self.counters["delivered"] += 1
-                if self.record_events:
-                    self.events.append({"ts": self.now_s, "node": member, "type": "app_deliver",
-                                        "msg_id": payload_msg_id(eff.payload), "kind": eff.kind, "from": eff.src})
-            elif cls is SetTimer:
-                token = next(self._order)
-                self._timers[(member, eff.key)] = token
-                self._push(max(eff.at_s, self.now_s), _TIMER, (member, eff.key, token))
-            elif cls is CancelTimer:
-                self._timers.pop((member, eff.key), None)
-            elif cls is InstallView:  # the stack already gave it to every layer
-                self._record(member, "view", {"view_id": list(eff.view_id), "members": list(eff.members)})
-            else:
-                raise TypeError(f"unknown effect {eff!r} from {member}")
-        if outbox:
-            for dst, msgs in outbox.items():
-                self._transmit(member, dst, msgs)
+    def _flush(self, member: str, driver: Driver) -> None:
+        """Send what `member`'s driver queued during the call that just ended."""
+        for dst, msgs in driver.take_outbox().items():
+            self._transmit(member, dst, msgs)
 
     def _transmit(self, src: str, dst: str, msgs: list[Message]) -> None:
         """Apply message faults one message at a time, then send the rest bundled."""
@@ -387,8 +391,7 @@ class Simulator:
             self._send_datagrams(src, dst, plain, 0.0)
 
     def _send_datagrams(self, src: str, dst: str, msgs: list[Message], extra_s: float) -> None:
-        for data in self._bundle(src, [encode_message(m) for m in msgs]):
-            self.counters["datagrams_sent"] += 1
+        for data in self.drivers[src].datagrams(msgs):
             if self.network.is_cut(src, dst):
                 self.counters["cut"] += 1
                 continue
@@ -399,6 +402,3 @@ class Simulator:
                 self.counters["duplicated"] += 1
             for delay_s in fates:
                 self._push(self.now_s + extra_s + delay_s, _DGRAM, (src, dst, data))
-
-    def _bundle(self, src: str, encoded: list[bytes]) -> list[bytes]:
-        return bundle(self.cluster_id, src, encoded, self.incarnation[src], self.bundle_max_bytes)

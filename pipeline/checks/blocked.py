@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.checks.base import FAIL, OK, Check, CheckContext, Verdict, over
+from pipeline.checks.registry import register_check
 
 
 def periods(ctx: CheckContext) -> tuple[list[dict[str, Any]], int]:
@@ -71,9 +72,9 @@ def check(ctx: CheckContext, params: dict[str, Any]) -> Verdict:
                        f"{total_ms:.0f} ms in all", details)
 
 
-CHECK = Check(
+CHECK = register_check(Check(
     name="blocked",
     summary="time senders spent blocked on a full send window (window_full -> window_unblocked; limits optional)",
     defaults={"max_blocked_ms": None, "max_total_blocked_ms": None, "show": 20},
     func=check,
-)
+))

@@ -13,6 +13,7 @@ from typing import Any
 from pyspark.sql import functions as F
 
 from pipeline.checks.base import FAIL, OK, Check, CheckContext, Verdict, over
+from pipeline.checks.registry import register_check
 
 
 def check(ctx: CheckContext, params: dict[str, Any]) -> Verdict:
@@ -65,9 +66,9 @@ def _fate_label(fate: str, reason: str | None) -> str:
     return fate if reason is None else f"{fate} ({reason})"
 
 
-CHECK = Check(
+CHECK = register_check(Check(
     name="delivery",
     summary="sent vs delivered per (sender, receiver); missing message ids",
     defaults={"max_missing": 0, "ignore_receivers": [], "show": 20},
     func=check,
-)
+))

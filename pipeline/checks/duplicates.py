@@ -6,6 +6,7 @@ from typing import Any
 from pyspark.sql import functions as F
 
 from pipeline.checks.base import FAIL, OK, Check, CheckContext, Verdict, over
+from pipeline.checks.registry import register_check
 
 
 def check(ctx: CheckContext, params: dict[str, Any]) -> Verdict:
@@ -21,9 +22,9 @@ def check(ctx: CheckContext, params: dict[str, Any]) -> Verdict:
     return Verdict(OK, "no message delivered twice" if not extra else f"{extra} extra deliveries allowed", details)
 
 
-CHECK = Check(
+CHECK = register_check(Check(
     name="duplicates",
     summary="no (receiver, message id) delivered twice",
     defaults={"max_duplicates": 0, "show": 20},
     func=check,
-)
+))

@@ -11,6 +11,7 @@ from typing import Any
 from pyspark.sql import functions as F
 
 from pipeline.checks.base import FAIL, OK, Check, CheckContext, Verdict
+from pipeline.checks.registry import register_check
 
 KEYS = ["requester", "sender", "proto", "seqno"]
 
@@ -38,9 +39,9 @@ def check(ctx: CheckContext, params: dict[str, Any]) -> Verdict:
     return Verdict(OK, f"no seqno requested {params['min_requests']}+ times in vain", details)
 
 
-CHECK = Check(
+CHECK = register_check(Check(
     name="endless_retransmission",
     summary="same seqnos requested again and again and never received (JGRP-1873)",
     defaults={"min_requests": 20, "show": 20},
     func=check,
-)
+))

@@ -11,6 +11,7 @@ from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from pipeline.checks.base import FAIL, OK, Check, CheckContext, Verdict, over
+from pipeline.checks.registry import register_check
 from pipeline.tables import MSG_ID_PATTERN
 
 
@@ -38,9 +39,9 @@ def check(ctx: CheckContext, params: dict[str, Any]) -> Verdict:
     return Verdict(OK, "per-sender order kept", details)
 
 
-CHECK = Check(
+CHECK = register_check(Check(
     name="fifo",
     summary="per-sender FIFO order at each receiver (unicast and multicast channels apart)",
     defaults={"max_violations": 0, "show": 20},
     func=check,
-)
+))

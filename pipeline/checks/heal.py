@@ -12,6 +12,7 @@ from typing import Any
 from pyspark.sql import functions as F
 
 from pipeline.checks.base import FAIL, OK, Check, CheckContext, Verdict, over
+from pipeline.checks.registry import register_check
 
 
 def check(ctx: CheckContext, params: dict[str, Any]) -> Verdict:
@@ -36,9 +37,9 @@ def check(ctx: CheckContext, params: dict[str, Any]) -> Verdict:
     return Verdict(OK, f"full delivery {recovery_s:.2f} s after the last heal", details)
 
 
-CHECK = Check(
+CHECK = register_check(Check(
     name="heal_recovery",
     summary="time from the last heal to full delivery of the messages sent before it",
     defaults={"max_recovery_s": 30.0},
     func=check,
-)
+))

@@ -11,6 +11,7 @@ from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from pipeline.checks.base import FAIL, OK, Check, CheckContext, Verdict, over
+from pipeline.checks.registry import register_check
 
 
 def _seq_gaps(ctx: CheckContext, show: int) -> tuple[int, int, list[dict[str, Any]]]:
@@ -50,9 +51,9 @@ def check(ctx: CheckContext, params: dict[str, Any]) -> Verdict:
     return Verdict(OK, "; ".join([f"{stats.events} events in {len(stats.files)} files"] + notes), details)
 
 
-CHECK = Check(
+CHECK = register_check(Check(
     name="history",
     summary="event files intact: no bad lines, no seq gaps, one run id (a truncated last line is tolerated)",
     defaults={"max_bad_lines": 0, "max_lost_lines": 0, "show": 5},
     func=check,
-)
+))

@@ -10,6 +10,7 @@ from typing import Any
 from pyspark.sql import functions as F
 
 from pipeline.checks.base import FAIL, OK, Check, CheckContext, Verdict, over
+from pipeline.checks.registry import register_check
 
 PERCENTILE_ACCURACY = 100_000
 
@@ -53,9 +54,9 @@ def check(ctx: CheckContext, params: dict[str, Any]) -> Verdict:
     return Verdict(OK, text, details)
 
 
-CHECK = Check(
+CHECK = register_check(Check(
     name="latency",
     summary="send -> first delivery latency p50/p95/p99/max (limits optional)",
     defaults={"max_p99_ms": None, "max_ms": None},
     func=check,
-)
+))

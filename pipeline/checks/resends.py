@@ -15,6 +15,7 @@ from typing import Any
 from pyspark.sql import functions as F
 
 from pipeline.checks.base import FAIL, OK, Check, CheckContext, Verdict
+from pipeline.checks.registry import register_check
 
 KEYS = ["sender", "receiver", "proto", "seqno"]
 
@@ -44,9 +45,9 @@ def check(ctx: CheckContext, params: dict[str, Any]) -> Verdict:
                        f"{details['most_resends_without_request']})", details)
 
 
-CHECK = Check(
+CHECK = register_check(Check(
     name="resends_without_request",
     summary="same seqno resent again and again with no xmit request for it (JGRP-1873, sender's side)",
     defaults={"max_resends": 100, "show": 20},
     func=check,
-)
+))

@@ -11,6 +11,7 @@ from typing import Any
 from pyspark.sql import functions as F
 
 from pipeline.checks.base import FAIL, OK, Check, CheckContext, Verdict, over
+from pipeline.checks.registry import register_check
 from pipeline.tables import length_or_zero
 
 SYNC_CLASSES = {"sync": "sync_handshake", "sync_ok": "sync_handshake", "sync_ack": "sync_handshake",
@@ -79,10 +80,10 @@ def check(ctx: CheckContext, params: dict[str, Any]) -> Verdict:
     return Verdict(OK, text, details)
 
 
-CHECK = Check(
+CHECK = register_check(Check(
     name="retransmission",
     summary="xmit requests, resent messages and bytes, sync traffic by kind (limits optional)",
     defaults={"max_xmit_requests": None, "max_resent_messages": None, "max_resent_bytes": None,
               "max_sync_messages": None, "max_sync_bytes": None},
     func=check,
-)
+))

@@ -13,6 +13,7 @@ from typing import Any
 from pyspark.sql import functions as F
 
 from pipeline.checks.base import FAIL, OK, Check, CheckContext, Verdict, over
+from pipeline.checks.registry import register_check
 
 KEYS = ["requester", "sender", "proto", "seqno"]
 
@@ -61,9 +62,9 @@ def check(ctx: CheckContext, params: dict[str, Any]) -> Verdict:
     return Verdict(OK, text, details)
 
 
-CHECK = Check(
+CHECK = register_check(Check(
     name="spurious_xmit",
     summary="xmit requests for seqnos whose original arrived later anyway (limits optional)",
     defaults={"max_spurious": None, "max_spurious_pct": None, "show": 20},
     func=check,
-)
+))

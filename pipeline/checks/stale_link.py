@@ -10,6 +10,7 @@ from typing import Any
 from pyspark.sql import functions as F
 
 from pipeline.checks.base import FAIL, OK, Check, CheckContext, Verdict, over
+from pipeline.checks.registry import register_check
 from pipeline.tables import length_or_zero
 
 
@@ -32,9 +33,9 @@ def check(ctx: CheckContext, params: dict[str, Any]) -> Verdict:
     return Verdict(OK, "no request for purged seqnos", details)
 
 
-CHECK = Check(
+CHECK = register_check(Check(
     name="stale_link",
     summary="xmit requests for seqnos the sender had already purged (stale broadcast link)",
     defaults={"max_stale_requests": 0, "protos": ["nakack4"], "show": 20},
     func=check,
-)
+))

@@ -19,6 +19,7 @@ from typing import Any
 from pyspark.sql import functions as F
 
 from pipeline.checks.base import FAIL, OK, Check, CheckContext, Verdict, over
+from pipeline.checks.registry import register_check
 
 SYNC_KINDS = ("sync", "sync_ok", "sync_ack")
 
@@ -133,9 +134,9 @@ def check(ctx: CheckContext, params: dict[str, Any]) -> Verdict:
     return Verdict(OK, f"{finished} of {len(found)} handshake(s) finished, none left open", details)
 
 
-CHECK = Check(
+CHECK = register_check(Check(
     name="sync_handshakes",
     summary="every SYNC handshake (unicast3) and BcastState episode (nakack4) that started finished",
     defaults={"max_unfinished": 0, "ignore_nodes": [], "show": 20},
     func=check,
-)
+))

@@ -12,6 +12,7 @@ from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from pipeline.checks.base import FAIL, OK, UNKNOWN, Check, CheckContext, Verdict, over
+from pipeline.checks.registry import register_check
 
 
 def _killed_nodes(ctx: CheckContext) -> set[str]:
@@ -74,9 +75,9 @@ def check(ctx: CheckContext, params: dict[str, Any]) -> Verdict:
     return Verdict(OK, f"{len(considered)} nodes in view {view[0]}{after}", details)
 
 
-CHECK = Check(
+CHECK = register_check(Check(
     name="views",
     summary="one final view holding every node, installed within a bound after the last heal",
     defaults={"max_converge_s": 30.0, "require_all_members": True, "ignore_nodes": []},
     func=check,
-)
+))

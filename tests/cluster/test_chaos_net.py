@@ -19,33 +19,33 @@ import subprocess
 import statistics
 import sys
 import time
-from pathlib import Path
 
+import docker
 import pytest
 
-from chaos import cluster as clusters
-from chaos import inject, probe
-from chaos.capture import read_pcap
-from chaos.ledger import Ledger, process_cmdline
-from chaos.grudge import LinkFault
-from chaos.net import Net, capabilities
-from chaos.netns import socket_in
-from chaos.shaper import netem
-from chaos.shaper.msgrules import MsgRule
+from chaos.cluster import lifecycle as clusters
+from chaos.wire import inject, probe
+from chaos.wire.capture import read_pcap
+from chaos.host.ledger import Ledger, process_cmdline
+from chaos.faults.grudge import LinkFault
+from chaos.net.docker import DockerNet
+from chaos.net.backends import capabilities
+from chaos.host.netns import socket_in
+from chaos.net import netem
+from chaos.net.shaper import control as shaper_control
+from chaos.faults.msgrules import MsgRule
 from node import wire
 from node.errors import EnvironmentProblem, UsageError
 
 pytestmark = pytest.mark.cluster
-REPO = Path(__file__).resolve().parents[2]
-TEST_RUNS = REPO / "runs" / "tests"
 SETTLE_S = 2.5  # more than the nodes' 1.5 s silence threshold
 
 
 @pytest.fixture(scope="module")
-def run():
+def run(splitlab_runs_dir):
     if os.geteuid() != 0:
         pytest.fail("cluster tests need root (the controller enters container namespaces)", pytrace=False)
-    started = clusters.up(3, runs_dir=TEST_RUNS)
+    started = clusters.up(3, runs_dir=splitlab_runs_dir)
     try:
         yield started
     finally:
@@ -54,7 +54,7 @@ def run():
 
 
 def shaper_pids() -> list[int]:
-    return [int(p) for p in os.listdir("/proc") if p.isdigit() and "chaos.shaper" in process_cmdline(int(p))]
+    return [int(p) for p in os.listdir("/proc") if p.isdigit() and "chaos.net.shaper" in process_cmdline(int(p))]
 
 
 def leftovers(run) -> list[str]:
@@ -74,7 +74,7 @@ def leftovers(run) -> list[str]:
 @pytest.fixture
 def net(run):
     """A Net on the module's run that heals on exit; the test fails if anything is left behind."""
-    n = Net(run, seed=11)
+    n = DockerNet(run, seed=11)
     try:
         yield n
     finally:
@@ -108,7 +108,7 @@ def wait_for(predicate, timeout_s=15.0, what="condition"):
 
 
 def test_loss_is_within_2_points_of_the_asked_over_5000_probes(run, net, backend):
-    net.backend = backend
+    net.link_backend = backend
     net.flaky(10, links=[("n1", "n2")])
     eps = endpoints(run)
     stats = probe.measure(eps["n1"], eps["n2"], count=5000, interval_ms=0.4)
@@ -118,7 +118,7 @@ def test_loss_is_within_2_points_of_the_asked_over_5000_probes(run, net, backend
 
 
 def test_mean_delay_within_2_ms_at_20_ms_and_only_toward_the_asked_peer(run, net, backend):
-    net.backend = backend
+    net.link_backend = backend
     net.slow(20, links=[("n1", "n2")])
     eps = endpoints(run)
     shaped = probe.measure(eps["n1"], eps["n2"], count=2000, interval_ms=1)
@@ -129,7 +129,7 @@ def test_mean_delay_within_2_ms_at_20_ms_and_only_toward_the_asked_peer(run, net
 
 
 def test_normal_jitter_has_the_asked_mean_and_spread(run, net, backend):
-    net.backend = backend
+    net.link_backend = backend
     net.slow(20, jitter_ms=5, distribution="normal", links=[("n1", "n2")])
     stats = probe.measure(endpoints(run)["n1"], endpoints(run)["n2"], count=2000, interval_ms=1)
     spread_ms = statistics.stdev(stats.delays_ms)
@@ -138,7 +138,7 @@ def test_normal_jitter_has_the_asked_mean_and_spread(run, net, backend):
 
 
 def test_duplication_and_reordering_are_seen(run, net, backend):
-    net.backend = backend
+    net.link_backend = backend
     net.shape("n1->n2:delay_ms=10,duplicate_pct=20,reorder_pct=25")
     eps = endpoints(run)
     stats = probe.measure(eps["n1"], eps["n2"], count=2000, interval_ms=0.5)
@@ -151,14 +151,19 @@ def class_packets(ipr, index: int) -> dict[int, int]:
             for c in ipr.get_classes(index=index)}
 
 
+def pfifo_leaves(requests: list[netem.Request]) -> list[netem.Request]:
+    """`requests` with every netem leaf swapped for pfifo, so that they run on kernels without sch_netem too; the
+    classifying (htb, u32) is the same."""
+    return [dataclasses.replace(r, kind="pfifo", kwargs={"handle": r.kwargs["handle"], "parent": r.kwargs["parent"],
+                                                         "limit": 10_000}) if r.kind == "netem" else r
+            for r in requests]
+
+
 def test_netem_tree_sends_only_udp_toward_the_shaped_peer_into_its_class(run, net):
-    """The netem backend's htb classes and u32 filters on the real kernel, through pyroute2. The netem leaves
-    are swapped for pfifo so that this runs on kernels without sch_netem too; the classifying is the same."""
+    """The netem backend's htb classes and u32 filters on the real kernel, through pyroute2 (pfifo leaves)."""
     eps = endpoints(run)
     ns = clusters.namespaces(run)["n1"]
-    requests = [dataclasses.replace(r, kind="pfifo", kwargs={"handle": r.kwargs["handle"], "parent": r.kwargs["parent"],
-                                                             "limit": 10_000}) if r.kind == "netem" else r
-                for r in netem.plan("eth0", {eps["n2"].ip: LinkFault(delay_ms=20)})]
+    requests = pfifo_leaves(netem.plan("eth0", {eps["n2"].ip: LinkFault(delay_ms=20)}))
     with netem.open_route(ns.pid) as ipr:
         index, _ = netem.interface_of(ipr, eps["n1"].ip, "n1")
         try:
@@ -175,6 +180,30 @@ def test_netem_tree_sends_only_udp_toward_the_shaped_peer_into_its_class(run, ne
     assert after - toward_n2 >= 300  # every probe to n2 went through the shaped class
 
 
+def test_netem_tree_is_changed_in_place_on_the_real_kernel(run, net):
+    """A second plan, made from what the kernel holds (`installed`), keeps the root and the kept peer's class (its
+    packet counter runs on) and filter, and gives the new peer a class of its own (pfifo leaves)."""
+    eps = endpoints(run)
+    ns = clusters.namespaces(run)["n1"]
+    n2, n3 = eps["n2"].ip, eps["n3"].ip
+    with netem.open_route(ns.pid) as ipr:
+        index, ifname = netem.interface_of(ipr, eps["n1"].ip, "n1")
+        try:
+            netem.send(ipr, index, pfifo_leaves(netem.plan(ifname, {n2: LinkFault(delay_ms=20)})), "n1")
+            before = netem.installed(ipr, index)
+            probe.measure(eps["n1"], eps["n2"], count=100, interval_ms=0.5)
+            counted = class_packets(ipr, index)[0x10010]
+            change = netem.plan(ifname, {n2: LinkFault(delay_ms=40), n3: LinkFault(loss_pct=5)}, before)
+            assert not any(r.command in ("add", "del", "del-class", "del-filter") for r in change)
+            netem.send(ipr, index, pfifo_leaves(change), "n1")
+            after = netem.installed(ipr, index)
+            assert class_packets(ipr, index)[0x10010] >= counted >= 100  # the same class, never removed
+        finally:
+            netem.remove_root(ipr, index)
+    assert list(before.peers) == [n2] and before.peers[n2][0] == 0x10
+    assert after.peers[n2] == before.peers[n2] and after.peers[n3][0] == 0x11 and len(after.peers) == 2
+
+
 def test_netem_backend_installs_its_tree_or_refuses_cleanly_on_this_kernel(run, net):
     """Where sch_netem exists the tree is there and goes again; where it does not, one clear error and nothing
     left: no qdisc, no outstanding ledger entry (the `net` fixture checks the leftovers too)."""
@@ -187,12 +216,45 @@ def test_netem_backend_installs_its_tree_or_refuses_cleanly_on_this_kernel(run, 
         assert re.search(r"qdisc netem 10: (dev \S+ )?parent 1:10 .*delay 20ms +5ms", shown), shown
         netem.apply(net.ledger, ns, eps["n1"].ip, {})
     else:
-        with pytest.raises(EnvironmentProblem, match=r"the kernel refused 'qdisc add dev eth\d parent 1:10 handle "
-                                                      r"10: netem delay 20ms 5ms distribution normal loss 1%'") as err:
+        with pytest.raises(EnvironmentProblem, match=r"the kernel refused 'qdisc replace dev eth\d parent 1:10 "
+                                                      r"handle 10: netem delay 20ms 5ms distribution normal loss "
+                                                      r"1%'") as err:
             netem.apply(net.ledger, ns, eps["n1"].ip, faults)
         assert "--backend nfqueue" in err.value.hint
     assert "htb" not in ns.exec(["tc", "qdisc", "show"]).stdout
     assert not Ledger(run.run_dir).outstanding()
+
+
+@pytest.mark.xfail(strict=True, reason="open: in a container's namespace the copy sent by chaos/net/shaper/resend.py "
+                   "does not arrive (it does in a plain network namespace); see the issue 13 closing note")
+def test_the_shaper_duplicates_a_datagram_larger_than_the_mtu(run, net):
+    """The copy of a datagram above the MTU (a large bundle) arrives too: the kernel fragments it (it used to be
+    counted as a send error and lost). The controller's counters say every extra packet went."""
+    ok, detail = capabilities()["nfqueue"]
+    if not ok:
+        pytest.skip(f"backend nfqueue is not available on this kernel: {detail}")
+    net.link_backend = "nfqueue"
+    net.shape("n1->n2:duplicate_pct=100")
+    eps = endpoints(run)
+    listener = socket_in(eps["n2"].pid, socket.AF_INET, socket.SOCK_DGRAM)
+    sender = socket_in(eps["n1"].pid, socket.AF_INET, socket.SOCK_DGRAM)
+    payload = os.urandom(4000)
+    try:
+        listener.bind((eps["n2"].ip, 7197))
+        listener.settimeout(2)
+        sender.bind((eps["n1"].ip, 0))
+        sender.sendto(payload, (eps["n2"].ip, 7197))
+        got = [listener.recvfrom(65535) for _ in range(2)]
+    finally:
+        listener.close()
+        sender.close()
+    assert [(data == payload, addr[0]) for data, addr in got] == [(True, eps["n1"].ip)] * 2
+    said: list[str] = []
+    net.log = said.append
+    net.fast()
+    stats = shaper_control.read_stats(run.run_dir, "n1")
+    assert stats["extra_sent"] >= 1 and stats["extra_send_failed"] == {}, stats
+    assert not [line for line in said if "were not sent" in line], said
 
 
 def test_one_way_partition_drops_exactly_one_direction_and_heal_restores(run, net):
@@ -248,13 +310,25 @@ def test_injected_packet_arrives_with_the_claimed_source(run, net):
     wait_for(lambda: run.client("n1").state()["dropped"].get("foreign", 0) >= 2, what="n1 counts the replay")
 
 
-def test_pause_and_kill_are_undone_by_heal(run, net):
+def container_state(run, node: str) -> dict:
+    return docker.from_env().containers.get(run.node(node).container).attrs["State"]
+
+
+def test_pause_and_kill_take_effect_and_heal_undoes_both(run, net):
     net.pause("n3")
+    assert container_state(run, "n3")["Paused"] is True
     time.sleep(SETTLE_S)
     assert "n3" not in run.client("n1").hears()
+    killed_pid = run.node("n2").pid
     net.kill("n2")
+    assert container_state(run, "n2")["Running"] is False and not os.path.exists(f"/proc/{killed_pid}")
+    with pytest.raises(EnvironmentProblem, match="not reachable"):
+        run.client("n2").state()
+    assert sorted(e.key.split(":")[0] for e in Ledger(run.run_dir).outstanding()) == ["kill", "pause"]
     net.heal_all()
+    assert container_state(run, "n3")["Paused"] is False and container_state(run, "n2")["Running"] is True
     run.nodes = clusters.load(run.run_id).nodes  # n2 has a new process and namespace now
+    assert run.node("n2").pid not in (0, killed_pid)
     wait_for(run.all_hear_all, what="all hear all after heal")
 
 
@@ -273,7 +347,7 @@ def test_restart_brings_a_node_back_with_the_partition_applied_to_its_new_namesp
 
 
 def chaoscli(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "chaos.chaoscli", *args], stdout=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, "-m", "chaos.cli.main", "chaos", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
 
 
@@ -294,8 +368,7 @@ def test_sigkill_of_the_controller_mid_fault_then_heal_leaves_nothing(run, net):
             proc.send_signal(signal.SIGKILL)
             proc.wait()
     assert leftovers(run)  # the faults outlived their controller ...
-    healed = subprocess.run([sys.executable, "-c", "import sys; from chaos.chaoscli import heal_main; "
-                             "sys.exit(heal_main(sys.argv[1:]))", "--run-id", run.run_id],
+    healed = subprocess.run([sys.executable, "-m", "chaos.cli.main", "heal", "--run-id", run.run_id],
                             capture_output=True, text=True, timeout=60)
     assert healed.returncode == 0, healed.stdout + healed.stderr
     assert leftovers(run) == []  # ... and `splitlab heal` removed every one of them
@@ -315,19 +388,19 @@ def test_sigkill_of_the_controller_mid_fault_then_heal_leaves_nothing(run, net):
     (["pause", "n7"], "has no node 'n7'"),
 ])
 def test_bad_input_gets_one_clear_error(run, net, capsys, argv, fragment):
-    from chaos.chaoscli import main
+    from chaos.cli.main import main
 
-    assert main([*argv, "--run-id", run.run_id]) == 2
+    assert main(["chaos", *argv, "--run-id", run.run_id]) == 2
     err = capsys.readouterr().err
     assert fragment in err and "Traceback" not in err and len(err.strip().splitlines()) <= 2, err
 
 
 def test_a_nonexistent_run_id_gets_one_clear_error(capsys):
-    from chaos.chaoscli import heal_main, main
+    from chaos.cli.main import main
 
-    assert main(["partition", "n2<-n1", "--run-id", "no-such-run"]) == 2
+    assert main(["chaos", "partition", "n2<-n1", "--run-id", "no-such-run"]) == 2
     assert "no run 'no-such-run'" in capsys.readouterr().err
-    assert heal_main(["--run-id", "no-such-run"]) == 2
+    assert main(["heal", "--run-id", "no-such-run"]) == 2
     assert "no run 'no-such-run'" in capsys.readouterr().err
     with pytest.raises(UsageError):
         clusters.load("no-such-run")

@@ -29,7 +29,7 @@ WORKLOAD_COUNT = 100       # per member: unicasts to the next member, and multic
 
 
 def splitlab_fuzz(*args: str) -> tuple[int, dict, str]:
-    proc = subprocess.run([sys.executable, "-m", "chaos.cli", "fuzz", *args, "--json"], capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "chaos.cli.main", "fuzz", *args, "--json"], capture_output=True,
                           text=True, timeout=900)
     try:
         report = json.loads(proc.stdout)
@@ -82,8 +82,8 @@ def fuzz_and_check(run, seed: int, mutations: tuple[str, ...], delivery: bool) -
     return report
 
 
-def test_twenty_thousand_fuzzed_datagrams_leave_every_node_healthy_bounded_and_delivering(cluster_factory):
-    run = cluster_factory(3)
+def test_twenty_thousand_fuzzed_datagrams_leave_every_node_healthy_bounded_and_delivering(splitlab_up):
+    run = splitlab_up(3)
     fuzz_and_check(run, SEED, MALFORMED, delivery=True)
     report = fuzz_and_check(run, SEED + 1, tuple(sorted(ALL_CLASSES)), delivery=False)
     assert report["checks"]["delivery"]["ok"] is None, report["checks"]  # not judged after forgeries

@@ -11,7 +11,9 @@ import time
 
 import pytest
 
-from chaos import cluster, partition
+from chaos.cluster import lifecycle as cluster
+
+from chaos.net.docker import DockerNet
 
 pytestmark = pytest.mark.cluster
 
@@ -48,21 +50,20 @@ def delivered(run, node: str) -> int:
     return run.client(node).state()["layers"]["multicast"]["counters"].get("delivered", 0)
 
 
-def test_nakack4_delivers_every_multicast_once_in_order_across_a_one_way_cut_and_views_merge(cluster_factory):
-    run = cluster_factory(3, node_env={n: {"SPLITLAB_MULTICAST": "nakack4", "SPLITLAB_BCAST_SYNC": "tipc"}
+def test_nakack4_delivers_every_multicast_once_in_order_across_a_one_way_cut_and_views_merge(splitlab_up):
+    run = splitlab_up(3, node_env={n: {"SPLITLAB_MULTICAST": "nakack4", "SPLITLAB_BCAST_SYNC": "tipc"}
                                        for n in NODES})
     wait_for(lambda: one_view_of_all(run), 15, "the nodes did not agree on one view before the workload")
-    namespaces = cluster.namespaces(run)
-    data_ips = {n.name: n.data_ip for n in run.nodes}
     for node in NODES:
         run.client(node).multicast(count=COUNT, size=100, rate=100)   # 5 s of traffic from each node
     time.sleep(0.5)
-    partition.apply(run.run_id, {"n2": {"n1"}}, namespaces, data_ips)  # n2 stops hearing n1; n1 still hears n2
-    wait_for(lambda: "n1" not in views(run)["n2"][1], 10, "n2 did not install a view without n1")
-    split = views(run)
-    assert "n2" in split["n1"][1], f"n1 should keep n2 in its view (asymmetric views): {split}"
-    time.sleep(1.0)
-    partition.heal(run.run_id, namespaces)
+    with DockerNet(run, verify=False) as net:  # the partition path production takes
+        net.partition({"n2": {"n1"}})  # n2 stops hearing n1; n1 still hears n2
+        wait_for(lambda: "n1" not in views(run)["n2"][1], 10, "n2 did not install a view without n1")
+        split = views(run)
+        assert "n2" in split["n1"][1], f"n1 should keep n2 in its view (asymmetric views): {split}"
+        time.sleep(1.0)
+        net.heal()
     wait_for(lambda: all(delivered(run, n) >= 2 * COUNT for n in NODES), 60,
              "not every node delivered the 1000 multicasts of the two others")
     wait_for(lambda: one_view_of_all(run), 15, "views did not merge after the heal")
@@ -100,16 +101,14 @@ def answers(run, node: str) -> bool:
     return True
 
 
-def test_a_restarted_node_is_heard_again_and_hears_again(cluster_factory):
+def test_a_restarted_node_is_heard_again_and_hears_again(splitlab_up):
     """n3 restarts (SIGKILL, start) within the silence threshold, so no view changes: its new life's seqnos start
     at 1 again, and the others learn of the restart from its datagrams' incarnation (`peer_restarted`)."""
-    from chaos.net import Net
-
-    run = cluster_factory(3)
+    run = splitlab_up(3)
     wait_for(lambda: one_view_of_all(run), 15, "the nodes did not agree on one view before the workload")
     run.client("n3").multicast(count=50, size=100, rate=0)
     wait_for(lambda: delivered(run, "n1") >= 50 and delivered(run, "n2") >= 50, 15, "n3's first 50 multicasts")
-    with Net(run, seed=3, verify=False) as net:
+    with DockerNet(run, seed=3, verify=False) as net:
         net.restart("n3")
     run.nodes = cluster.load(run.run_id).nodes
     wait_for(lambda: answers(run, "n3"), 15, "n3 answers again")

@@ -1,8 +1,8 @@
-"""The netem backend (chaos.shaper.netem) on a real kernel that has sch_netem, which the CI machine's kernel lacks:
+"""The netem backend (chaos.net.netem) on a real kernel that has sch_netem, which the CI machine's kernel lacks:
 Debian's kernel boots in qemu (boot files from tests/netem_vm/build.sh, no network device), mounts this machine's
 root filesystem read-only over virtio-9p and runs tests/netem_vm/guest_check.py with this repository's venv
 python: the self-test, then loss, delay, normal jitter, duplication and reordering applied with
-`chaos.shaper.netem.apply` between three namespaces and measured with `chaos.probe`, then `Ledger.heal`. Each of
+`chaos.net.netem.apply` between three namespaces and measured with `chaos.wire.probe`, then `Ledger.heal`. Each of
 the guest's checks is asserted here with its measured numbers; a failure shows the tail of the guest console.
 
 KVM is tried first and used when the kernel prints its banner within KVM_BANNER_S (on a nested machine without

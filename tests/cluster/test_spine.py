@@ -11,7 +11,9 @@ import time
 import docker
 import pytest
 
-from chaos import cluster, images, partition
+from chaos.cluster import lifecycle as cluster, images
+
+from chaos.net.docker import DockerNet
 from node.errors import EnvironmentProblem, UsageError
 
 pytestmark = pytest.mark.cluster
@@ -32,8 +34,8 @@ def labelled(run_id):
             client.networks.list(filters={"label": label}))
 
 
-def test_three_nodes_hear_each_other_over_udp_on_the_data_network(cluster_factory):
-    run = cluster_factory(3)
+def test_three_nodes_hear_each_other_over_udp_on_the_data_network(splitlab_up):
+    run = splitlab_up(3)
     assert run.all_hear_all()
     data_ips = {n.data_ip for n in run.nodes}
     control_ips = {n.control_ip for n in run.nodes}
@@ -47,19 +49,20 @@ def test_three_nodes_hear_each_other_over_udp_on_the_data_network(cluster_factor
     wait_for(lambda: n1.state()["layers"]["ping"].get("n3", {}).get("answered") == 20, what="20 pongs")
 
 
-def test_one_way_cut_from_the_host_then_heal_then_down_leaves_nothing(cluster_factory):
-    run = cluster_factory(3)
+def test_one_way_cut_from_the_host_then_heal_then_down_leaves_nothing(splitlab_up):
+    run = splitlab_up(3)
     namespaces = cluster.namespaces(run)
     data_ips = {n.name: n.data_ip for n in run.nodes}
-    partition.apply(run.run_id, {"n2": {"n1"}}, namespaces, data_ips)
-    time.sleep(SETTLE_S)
-    hearing = run.hearing()  # the control network keeps working during the cut
-    assert "n1" not in hearing["n2"], hearing
-    assert "n2" in hearing["n1"] and hearing["n3"] == {"n1", "n2"}, hearing
-    rules = namespaces["n2"].exec(["iptables", "-S"]).stdout
-    assert f"-A SL-{run.run_id} -s {data_ips['n1']}/32 -j DROP" in rules
-    partition.heal(run.run_id, namespaces)
-    partition.heal(run.run_id, namespaces)  # idempotent
+    with DockerNet(run) as net:  # the partition path production takes
+        net.partition({"n2": {"n1"}})
+        time.sleep(SETTLE_S)
+        hearing = run.hearing()  # the control network keeps working during the cut
+        assert "n1" not in hearing["n2"], hearing
+        assert "n2" in hearing["n1"] and hearing["n3"] == {"n1", "n2"}, hearing
+        rules = namespaces["n2"].exec(["iptables", "-S"]).stdout
+        assert f"-A SL-{run.run_id} -s {data_ips['n1']}/32 -j DROP" in rules
+        net.heal()
+        net.heal()  # idempotent
     wait_for(run.all_hear_all, what="all hear all after heal")
     for ns in namespaces.values():
         assert f"SL-{run.run_id}" not in ns.exec(["iptables", "-S"]).stdout
@@ -73,9 +76,9 @@ def test_one_way_cut_from_the_host_then_heal_then_down_leaves_nothing(cluster_fa
         assert '"type":"node_start"' in lines[0] and '"type":"node_stop"' in lines[-1]
 
 
-def test_runs_side_by_side_and_down_removes_exactly_one(cluster_factory):
-    first = cluster_factory(1)
-    second = cluster_factory(2)
+def test_runs_side_by_side_and_down_removes_exactly_one(splitlab_up):
+    first = splitlab_up(1)
+    second = splitlab_up(2)
     assert first.all_hear_all() and second.all_hear_all()
     ids = {r.run_id for r in cluster.ps()}
     assert {first.run_id, second.run_id} <= ids
@@ -85,24 +88,24 @@ def test_runs_side_by_side_and_down_removes_exactly_one(cluster_factory):
     assert len(containers) == 2 and len(networks) == 2 and second.all_hear_all()
 
 
-def test_a_failed_start_removes_what_it_started(cluster_factory, tmp_path):
+def test_a_failed_start_removes_what_it_started(splitlab_up, tmp_path):
     run_id = f"t-fail-{secrets.token_hex(3)}"
     with pytest.raises(EnvironmentProblem) as info:
-        cluster_factory(2, run_id=run_id, wait_timeout_s=0.01)
+        splitlab_up(2, run_id=run_id, wait_timeout_s=0.01)
     assert "did not hear all others" in str(info.value)
     assert labelled(run_id) == ([], [])
 
 
-def test_name_clash_is_refused_without_touching_the_existing_run(cluster_factory):
-    run = cluster_factory(1)
+def test_name_clash_is_refused_without_touching_the_existing_run(splitlab_up):
+    run = splitlab_up(1)
     with pytest.raises(UsageError) as info:
-        cluster_factory(1, run_id=run.run_id)
+        splitlab_up(1, run_id=run.run_id)
     assert "already has containers" in str(info.value)
     assert run.all_hear_all() and len(labelled(run.run_id)[0]) == 1
 
 
 def test_refuses_containers_not_labelled_by_splitlab():
-    from chaos.netns import target
+    from chaos.host.netns import target
 
     client = docker.from_env()
     ctr = client.containers.run(images.node_image(), entrypoint=["python3", "-c", "import time; time.sleep(30)"],
@@ -121,13 +124,13 @@ def test_refuses_containers_not_labelled_by_splitlab():
 
 def splitlab(*args, env=None):
     full_env = {k: v for k, v in os.environ.items() if k != "SPLITLAB_NODE_IMAGE"}  # never pinned here
-    proc = subprocess.run([sys.executable, "-m", "chaos.cli", *args], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "chaos.cli.main", *args], capture_output=True, text=True,
                           env={**full_env, **(env or {})}, timeout=120)
     return proc.returncode, proc.stdout + proc.stderr
 
 
 @pytest.mark.parametrize("args, env, code, fragment", [
-    (["up", "-n", "0"], None, 2, "-n must be a whole number from 1 to 64"),
+    (["up", "-n", "0"], None, 2, "-n: expected a whole number of nodes from 1 to 255, got 0"),
     (["down", "--run-id", "no-such-run"], None, 2, "no run 'no-such-run'"),
     (["down", "--run-id", "Bad Id"], None, 2, "invalid run id"),
     (["up", "-n", "2"], {"DOCKER_HOST": "unix:///nonexistent/docker.sock"}, 1, "Docker engine not reachable"),

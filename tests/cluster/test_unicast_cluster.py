@@ -7,7 +7,9 @@ import time
 
 import pytest
 
-from chaos import cluster, partition
+from chaos.cluster import lifecycle as cluster
+
+from chaos.net.docker import DockerNet
 
 pytestmark = pytest.mark.cluster
 
@@ -22,15 +24,14 @@ def events(run, node, type_):
     return out
 
 
-def test_unicast3_delivers_1000_messages_once_in_order_across_a_one_way_cut(cluster_factory):
-    run = cluster_factory(3, node_env={n: {"SPLITLAB_UNICAST": "unicast3"} for n in ("n1", "n2", "n3")})
-    namespaces = cluster.namespaces(run)
-    data_ips = {n.name: n.data_ip for n in run.nodes}
+def test_unicast3_delivers_1000_messages_once_in_order_across_a_one_way_cut(splitlab_up):
+    run = splitlab_up(3, node_env={n: {"SPLITLAB_UNICAST": "unicast3"} for n in ("n1", "n2", "n3")})
     run.client("n1").unicast("n2", count=1000, size=100, rate=400)  # 2.5 s of traffic
     time.sleep(0.5)
-    partition.apply(run.run_id, {"n2": {"n1"}}, namespaces, data_ips)
-    time.sleep(1.5)  # messages sent now are lost and must be retransmitted
-    partition.heal(run.run_id, namespaces)
+    with DockerNet(run, verify=False) as net:  # the partition path production takes
+        net.partition({"n2": {"n1"}})
+        time.sleep(1.5)  # messages sent now are lost and must be retransmitted
+        net.heal()
     deadline = time.monotonic() + 30
     while len([e for e in events(run, "n2", "app_deliver") if e["from"] == "n1"]) < 1000:
         assert time.monotonic() < deadline, "n2 did not deliver 1000 messages within 30 s of the heal"

@@ -16,7 +16,7 @@ repo=$(cd "$here/../.." && pwd)
 out=${1:-$repo/.build/netem-vm}
 meta_pkg=linux-image-amd64
 # what the guest loads before it mounts the host's root: virtio-9p for the shares, veth and bridge for the
-# namespaces' links, htb + netem + u32 for chaos.shaper.netem (dependencies are added by modprobe below)
+# namespaces' links, htb + netem + u32 for chaos.net.netem (dependencies are added by modprobe below)
 modules=(virtio_pci 9pnet_virtio 9p veth bridge sch_htb sch_netem cls_u32)
 
 fail() { echo "netem-vm build: $*" >&2; exit 1; }

@@ -1,6 +1,6 @@
 """Runs as root inside the netem VM (started by tests/netem_vm/init.sh, read by tests/cluster/test_netem_vm.py):
-the netem backend's self-test, then its faults applied with `chaos.shaper.netem.apply` between three network
-namespaces n1, n2, n3 on a bridge, measured from outside with `chaos.probe` UDP probes (n1 -> n2 shaped,
+the netem backend's self-test, then its faults applied with `chaos.net.netem.apply` between three network
+namespaces n1, n2, n3 on a bridge, measured from outside with `chaos.wire.probe` UDP probes (n1 -> n2 shaped,
 n1 -> n3 the unshaped control), then `Ledger.heal`.
 
 Writes RESULTS/result.json, rewritten after every check so that a crash or a timeout keeps what was measured:
@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from chaos import probe
-from chaos.grudge import LinkFault
-from chaos.ledger import Ledger
-from chaos.netns import Netns
-from chaos.shaper import netem
+from chaos.wire import probe
+from chaos.faults.grudge import LinkFault
+from chaos.host.ledger import Ledger
+from chaos.host.netns import Netns
+from chaos.net import netem
 
 NODES = {"n1": "10.77.0.1", "n2": "10.77.0.2", "n3": "10.77.0.3"}
 PREFIX_LEN = 24
@@ -111,7 +111,7 @@ def end_holders(holders: dict[str, subprocess.Popen]) -> None:
 
 
 def shape(lab: Lab, faults: dict[str, LinkFault], node: str = "n1") -> None:
-    """`chaos.shaper.netem.apply` on `node` with faults keyed by peer name."""
+    """`chaos.net.netem.apply` on `node` with faults keyed by peer name."""
     netem.apply(lab.ledger, lab.ns[node], NODES[node], {NODES[peer]: fault for peer, fault in faults.items()})
 
 
@@ -137,9 +137,9 @@ def leftovers(lab: Lab) -> list[str]:
 
 # --- the checks, in order ------------------------------------------------------------------------------------------
 def check_self_test(_lab: Lab | None) -> Outcome:
-    proc = subprocess.run(["unshare", "--net", sys.executable, "-m", "chaos.shaper.netem"], capture_output=True,
+    proc = subprocess.run(["unshare", "--net", sys.executable, "-m", "chaos.net.netem"], capture_output=True,
                           text=True, timeout=SELF_TEST_TIMEOUT_S)
-    return Outcome(proc.returncode == 0, "'unshare --net python -m chaos.shaper.netem' (self_test: the whole tree, "
+    return Outcome(proc.returncode == 0, "'unshare --net python -m chaos.net.netem' (self_test: the whole tree, "
                    "every netem option) exits 0",
                    {"exit_code": proc.returncode, "output": (proc.stdout + proc.stderr).strip()})
 

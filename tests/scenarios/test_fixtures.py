@@ -1,5 +1,5 @@
-"""The scenario suite's own fixtures on real containers: `net_factory` gives a Net bound to a fresh cluster that
-applies a one-way cut (asymmetric hearing) and heals at teardown."""
+"""splitlab's pytest plugin on real containers: `splitlab_net` gives a Net bound to a fresh cluster that applies
+a one-way cut (asymmetric hearing) and heals at teardown."""
 from __future__ import annotations
 
 import time
@@ -9,8 +9,8 @@ import pytest
 pytestmark = pytest.mark.cluster
 
 
-def test_net_factory_binds_a_net_to_its_cluster(net_factory) -> None:
-    cluster, net = net_factory(2, seed=3)
+def test_splitlab_net_binds_a_net_to_its_cluster(splitlab_net) -> None:
+    cluster, net = splitlab_net(2, seed=3)
     assert net.cluster.run_id == cluster.run_id and net.seed == 3
     net.partition("n2<-n1")
     deadline = time.monotonic() + 5

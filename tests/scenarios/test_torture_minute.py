@@ -5,22 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from scenario_helpers import TEST_RUNS, print_run, require_cluster_machine
-
-pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+pytestmark = [pytest.mark.cluster, pytest.mark.splitlab_cluster, pytest.mark.slow]
 SEED = 1
 DURATION_S = 60.0
 
 
-def test_a_minute_of_torture_keeps_every_invariant(spark) -> None:
-    from chaos import torture
+def test_a_minute_of_torture_keeps_every_invariant(splitlab_scenario, splitlab_runs_dir, splitlab_spark) -> None:
+    from chaos.harness import torture
     from chaos.harness.progress import Progress
 
-    require_cluster_machine()
-    result = torture.run(SEED, DURATION_S, 3, out=TEST_RUNS, progress=Progress(quiet=True), spark=spark,
-                         report=False)
-    if not result.verdict.held:
-        print_run(result)
+    result = splitlab_scenario.track(torture.run(SEED, DURATION_S, 3, out=splitlab_runs_dir,
+                                                 progress=Progress(quiet=True), spark=splitlab_spark, report=False))
     bad = [f"{o.check}: {o.reason}" for o in result.verdict.outcomes if not o.held]
     assert result.verdict.held, (f"torture seed {SEED} broke invariants: {bad}\nreproduce: splitlab torture --seed "
                                  f"{SEED} --duration {DURATION_S:g} --nodes 3, or splitlab replay {result.run_dir}")

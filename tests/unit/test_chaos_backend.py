@@ -1,8 +1,8 @@
-"""Backend choice for link faults (chaos.net.choose_backend) on faked kernel capabilities."""
+"""Backend choice for link faults (chaos.net.docker.choose_backend) on faked kernel capabilities."""
 import pytest
 
-from chaos.grudge import LinkFault
-from chaos.net import choose_backend
+from chaos.faults.grudge import LinkFault
+from chaos.net.backends import choose_backend
 from node.errors import EnvironmentProblem, UsageError
 
 ALL = {"netem": (True, "ok"), "nfqueue": (True, "ok"), "iptables": (True, "ok")}

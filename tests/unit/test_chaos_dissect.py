@@ -1,8 +1,8 @@
-"""The scapy dissector (chaos.dissect) against node.wire's own codec, on the same bytes, both ways."""
+"""The scapy dissector (chaos.wire.dissect) against node.wire's own codec, on the same bytes, both ways."""
 import pytest
 from scapy.layers.inet import IP, UDP
 
-from chaos import dissect
+from chaos.wire import dissect
 from node import wire
 from node.errors import UsageError
 

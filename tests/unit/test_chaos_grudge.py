@@ -1,9 +1,9 @@
-"""Grudges, topologies and link faults as pure data (chaos.grudge): no root, no Docker."""
+"""Grudges, topologies and link faults as pure data (chaos.faults.grudge): no root, no Docker."""
 import random
 
 import pytest
 
-from chaos import grudge as g
+from chaos.faults import grudge as g
 from node.errors import UsageError
 
 N5 = ["n1", "n2", "n3", "n4", "n5"]

@@ -1,4 +1,4 @@
-"""The ledger (chaos.ledger): recorded before applying, healed exactly once, processes ended safely.
+"""The ledger (chaos.host.ledger): recorded before applying, healed exactly once, processes ended safely.
 
 Commands here are harmless programs (true/false/sh) and a sleeping child process; no root needed.
 """
@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from chaos.ledger import Entry, Ledger, find_marked_process, process_start_ticks
+from chaos.host.ledger import Entry, Ledger, find_marked_process, process_start_ticks
 from node.errors import CommandFailed
 
 
@@ -82,14 +82,42 @@ def sleeper(marker):
     return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "--marker", marker])
 
 
+# Notes in file argv[1] that it is ready (its SIGTERM handler is set), then that it got SIGTERM.
+TERMINABLE = """\
+import pathlib, signal, sys, time
+def stop(*_):
+    pathlib.Path(sys.argv[1]).write_text("SIGTERM")
+    sys.exit(0)
+signal.signal(signal.SIGTERM, stop)
+pathlib.Path(sys.argv[1]).write_text("ready")
+time.sleep(60)
+"""
+
+
 def test_process_entries_are_ended_by_pid_and_start_time(tmp_path):
+    """heal ends the process whose pid and start time the entry noted, SIGTERM first (so it can clean up), and
+    it has ended when heal returns; another process with the same marker stays (the marker only serves to find
+    a process whose pid was never noted)."""
     ledger = Ledger(tmp_path)
-    proc = sleeper("m-1")
-    e = ledger.record(Entry(group="test", key="p", what="sleeper", process={"marker": "m-1"}))
-    ledger.started(e, proc.pid)
-    assert ledger.outstanding()[0].process["start_ticks"] == process_start_ticks(proc.pid)
-    assert list(ledger.heal().settled.values()) == ["undone"]
-    assert proc.wait(timeout=5) is not None
+    notes = tmp_path / "notes"
+    decoy = sleeper("m-1")
+    proc = subprocess.Popen([sys.executable, "-c", TERMINABLE, str(notes), "--marker", "m-1"])
+    try:
+        deadline = time.monotonic() + 10
+        while not notes.exists() or notes.read_text() != "ready":
+            assert time.monotonic() < deadline, "the sleeper did not start"
+            time.sleep(0.01)
+        e = ledger.record(Entry(group="test", key="p", what="sleeper", process={"marker": "m-1"}))
+        ledger.started(e, proc.pid)
+        assert ledger.outstanding()[0].process["start_ticks"] == process_start_ticks(proc.pid)
+        assert list(ledger.heal().settled.values()) == ["undone"]
+        assert proc.poll() is not None, "heal returned while the process still ran"
+        assert notes.read_text() == "SIGTERM"
+        assert decoy.poll() is None, "heal ended another process that carries the same marker"
+    finally:
+        for p in (proc, decoy):
+            p.kill()
+            p.wait()
 
 
 def test_a_process_whose_pid_was_never_noted_is_found_by_its_marker(tmp_path):

@@ -6,11 +6,11 @@ import struct
 
 import pytest
 
-from chaos.grudge import LinkFault
-from chaos.shaper import ipv4
-from chaos.shaper.engine import Engine
-from chaos.shaper.msgrules import DROP, DUPLICATE, PASS, MsgRule, RuleBook, action_spec, parse_action
-from chaos.shaper.spec import ShaperSpec, derive_seed
+from chaos.faults.grudge import LinkFault
+from chaos.net.shaper import ipv4
+from chaos.net.shaper.engine import Engine
+from chaos.faults.msgrules import DROP, DUPLICATE, PASS, MsgRule, RuleBook, action_spec, parse_action
+from chaos.net.shaper.spec import ShaperSpec, derive_seed
 from node import wire
 from node.errors import UsageError
 
@@ -191,7 +191,7 @@ def test_engine_correlates_delay_as_netem_does():
 
 
 def test_distribution_tables_come_from_iproute2_and_a_missing_one_is_a_clear_error(monkeypatch):
-    from chaos.shaper import disttable
+    from chaos.net.shaper import disttable
     from node.errors import EnvironmentProblem
 
     normal = disttable.table("normal")

@@ -2,7 +2,7 @@
 import sys
 from pathlib import Path
 
-from chaos import doctor
+from chaos.cluster import doctor
 
 
 def fake_probe(answers):
@@ -21,7 +21,7 @@ HEALTHY = {
     ("docker-compose", "version"): (0, "1.29.2\n"),
     ("unshare", "--net", "iptables", "-w", "-A", "INPUT"): (0, ""),
     ("iptables", "--version"): (0, "iptables v1.8.9 (nf_tables)\n"),
-    ("unshare", "--net", sys.executable, "-m", "chaos.shaper.netem"):
+    ("unshare", "--net", sys.executable, "-m", "chaos.net.netem"):
         (1, "the netem self-test: the kernel refused 'qdisc add dev sl-netem parent 1:10 handle 10: netem delay 1ms':"
             " No such file or directory\n"),
     ("unshare", "--net", "iptables", "-w", "-A", "OUTPUT"): (0, ""),
@@ -49,7 +49,7 @@ def test_healthy_machine_without_netem_can_run_and_uses_the_shaper():
 
 
 def test_netem_present_serves_link_faults():
-    answers = {**HEALTHY, ("unshare", "--net", sys.executable, "-m", "chaos.shaper.netem"): (0, "")}
+    answers = {**HEALTHY, ("unshare", "--net", sys.executable, "-m", "chaos.net.netem"): (0, "")}
     checks = by_name(checks_for(answers))
     assert doctor.fault_backends(checks["sch_netem (tc netem)"], checks["NFQUEUE"])["loss"] == "netem"
 

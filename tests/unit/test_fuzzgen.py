@@ -1,4 +1,4 @@
-"""The fuzz generator (chaos.fuzzgen): one seed gives the same datagrams, every registered message type and every
+"""The fuzz generator (chaos.fuzz.gen): one seed gives the same datagrams, every registered message type and every
 mutation class is generated, every field meets its boundary values, window edges come from the target's state,
 and node.wire decodes exactly the datagrams meant to be well-formed and rejects the others with WireError only."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chaos import fuzzgen
+from chaos.fuzz import gen as fuzzgen
 from node import wire
 from node.errors import WireError
 

@@ -1,4 +1,4 @@
-"""The fuzz driver's pure parts (chaos.fuzzrecord, chaos.fuzzrun, chaos.fuzzshrink, chaos.fuzz, chaos.inject):
+"""The fuzz driver's pure parts (chaos.fuzz.record, chaos.fuzz.run, chaos.fuzz.shrink, chaos.fuzz.campaign, chaos.wire.inject):
 records that replay byte for byte (also from the header alone), selections, retargeting to another run, counter
 deltas, stuck streams, culprits, delta debugging, the fragmentation of large datagrams, refusals of foreign
 addresses, and usage errors with exit code 2."""
@@ -9,9 +9,11 @@ import json
 import pytest
 from scapy.layers.inet import IP, UDP, defragment
 
-from chaos import fuzz, fuzzgen, fuzzrecord, fuzzrun, fuzzshrink, inject
-from chaos.probe import Endpoint
-from chaos.shaper import ipv4
+from chaos.cli.main import main as splitlab
+from chaos.fuzz import gen as fuzzgen, record as fuzzrecord, run as fuzzrun, shrink as fuzzshrink
+from chaos.wire import inject
+from chaos.wire.probe import Endpoint
+from chaos.net.shaper import ipv4
 from node import wire
 from node.errors import UsageError, WireError
 from test_fuzzgen import CTX
@@ -145,7 +147,7 @@ def test_the_injector_refuses_addresses_outside_the_run_before_opening_anything(
     (["--spoof-pct", "101"], "--spoof-pct must be within 0..100"),
 ])
 def test_bad_usage_exits_2_with_one_line(argv, fragment, capsys):
-    assert fuzz.main(argv) == 2
+    assert splitlab(["fuzz", *argv]) == 2
     err = capsys.readouterr().err
     assert fragment in err and err.startswith("splitlab fuzz: error:")
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos import images
+from chaos.cluster import images
 from node.errors import EnvironmentProblem
 
 REPO = Path(__file__).resolve().parents[2]

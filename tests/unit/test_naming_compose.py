@@ -4,9 +4,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from chaos import compose
-from chaos.naming import check_run_id, new_run_id, node_names
-from chaos.partition import chain_name
+from chaos.cluster import compose
+from chaos.cluster.naming import check_run_id, new_run_id, node_names
+from chaos.net import iptables
+from node.config import MAX_NODES
 from node.errors import UsageError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -18,7 +19,8 @@ def test_run_ids_are_valid_unique_and_fit_a_chain_name():
     for run_id in ids:
         assert check_run_id(run_id) == run_id
         assert run_id.startswith("700101-000000-")
-        assert len(chain_name(run_id)) <= 28
+        for kind in (iptables.PARTITION, iptables.STATLOSS, iptables.QUEUE):
+            assert len(kind.name(run_id)) <= 28  # raises UsageError beyond
 
 
 @pytest.mark.parametrize("bad", ["", "ab", "UPPER-case", "x" * 25, "a b c", "-abc"])
@@ -27,11 +29,11 @@ def test_bad_run_ids(bad):
         check_run_id(bad)
 
 
-@pytest.mark.parametrize("count", [0, -1, 65, "3"])
+@pytest.mark.parametrize("count", [0, -1, MAX_NODES + 1, "3", True])
 def test_node_count_bounds(count):
     with pytest.raises(UsageError) as info:
         node_names(count)
-    assert "-n must be a whole number from 1 to 64" in str(info.value)
+    assert str(info.value) == f"-n: expected a whole number of nodes from 1 to {MAX_NODES}, got {count!r}"
 
 
 def test_node_names_are_readable():

@@ -1,4 +1,4 @@
-"""`splitlab analyze` (pipeline.cli.analyze_main): exit codes, outputs on disk, check parameters."""
+"""`splitlab analyze` (chaos.cli.analysis, through the one tree): exit codes, outputs on disk, check parameters."""
 from __future__ import annotations
 
 import json
@@ -8,9 +8,9 @@ import pytest
 import pipeline_fixtures as pf
 from pipeline_fixtures import spark  # noqa: F401  (the shared session fixture)
 
+from chaos.cli.main import main as splitlab
 from node.errors import UsageError
 from pipeline.checks import CHECKS
-from pipeline.cli import analyze_main
 from pipeline.params import parse_assignments, resolve
 from pipeline.session import MASTER_ENV
 
@@ -23,7 +23,7 @@ def no_master_env(monkeypatch):
 def test_clean_run_exits_0_and_writes_summary_report_and_tables(tmp_path, spark, no_master_env, capsys):  # noqa: F811
     run_dir = pf.clean_scenario().write(tmp_path / "r")
 
-    assert analyze_main([str(run_dir)]) == 0
+    assert splitlab(["analyze", str(run_dir)]) == 0
 
     report = run_dir / "report"
     summary = json.loads((report / "summary.json").read_text())
@@ -44,9 +44,9 @@ def test_clean_run_exits_0_and_writes_summary_report_and_tables(tmp_path, spark,
 def test_failing_check_exits_1_and_parameters_reach_the_check(tmp_path, spark, no_master_env):  # noqa: F811
     run_dir = pf.with_endless_retransmission(requests=25).write(tmp_path / "r")
 
-    assert analyze_main([str(run_dir), "--no-report"]) == 1
+    assert splitlab(["analyze", str(run_dir), "--no-report"]) == 1
     assert not (run_dir / "report" / "report.html").exists()
-    assert analyze_main([str(run_dir), "--no-report",
+    assert splitlab(["analyze", str(run_dir), "--no-report",
                          "--check-param", "endless_retransmission.min_requests=30"]) == 0
     summary = json.loads((run_dir / "report" / "summary.json").read_text())
     assert summary["checks"]["endless_retransmission"]["params"]["min_requests"] == 30
@@ -64,12 +64,12 @@ def test_usage_errors_exit_2(argv, tmp_path, no_master_env, capsys):
     run_dir = pf.clean_scenario().write(tmp_path / "r")
     args = [a.format(missing=tmp_path / "nope", run=run_dir) for a in argv]
 
-    assert analyze_main(args) == 2
+    assert splitlab(["analyze", *args]) == 2
     assert capsys.readouterr().err.strip()
 
 
 def test_help_exits_0(capsys):
-    assert analyze_main(["--help"]) == 0
+    assert splitlab(["analyze", "--help"]) == 0
     assert "--check-param" in capsys.readouterr().out
 
 

@@ -62,7 +62,7 @@ def test_a_burst_beyond_max_messages_is_bundled_within_the_codec_limits(tmp_path
     config = from_env(node_env("n1", {"n1": 1, "n2": 2}, str(tmp_path), SPLITLAB_BUNDLE_MAX_BYTES="65000"))
     runtime = NodeRuntime(config, build_stack(config), HistoryWriter(config.history_path, RUN, "n1"))
     encoded = [encode_message(Heartbeat(n)) for n in range(3 * MAX_MESSAGES)]
-    datagrams = runtime._bundle(encoded)
+    datagrams = runtime.driver.datagrams(encoded)  # the runtime bundles through its driver (node/driver.py)
     counts = [len(decode_datagram(d, runtime.cluster_id)[1]) for d in datagrams]
     assert sum(counts) == len(encoded) and max(counts) <= MAX_MESSAGES
     runtime.history.close()

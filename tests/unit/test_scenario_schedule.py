@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos.cli import main as splitlab
+from chaos.cli.main import main as splitlab
 from chaos.harness import schedule
 from chaos.harness.expect import check_params, judge, workloads_check
 from chaos.harness.load import from_data, load_text

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos.harness import simrun
+from chaos.harness import runner
 from chaos.harness.errors import ScenarioError
 from chaos.harness.load import load_scenario, load_text
 from chaos.harness.progress import Progress
@@ -24,8 +24,8 @@ def events(run_dir: Path, node: str) -> list[dict]:
 @pytest.mark.parametrize("seed", [3])
 def test_jgrp1873_in_the_simulator_unicast2_endless_unicast3_clean(tmp_path: Path, seed: int) -> None:
     path = REPO / "scenarios" / "jgrp1873.yaml"
-    legacy = simrun.run(load_scenario(path, variant="legacy"), seed=seed, out=tmp_path, progress=QUIET, report=False)
-    fixed = simrun.run(load_scenario(path, variant="fixed"), seed=seed, out=tmp_path, progress=QUIET, report=False)
+    legacy = runner.run(load_scenario(path, variant="legacy"), backend="sim", seed=seed, out=tmp_path, progress=QUIET, report=False)
+    fixed = runner.run(load_scenario(path, variant="fixed"), backend="sim", seed=seed, out=tmp_path, progress=QUIET, report=False)
     how = f"reproduce with: splitlab sim {path} --seed {seed} --variant all"
     assert legacy.verdict.held, ([o for o in legacy.verdict.outcomes if not o.held], how)
     assert fixed.verdict.held, ([o for o in fixed.verdict.outcomes if not o.held], how)
@@ -35,7 +35,7 @@ def test_jgrp1873_in_the_simulator_unicast2_endless_unicast3_clean(tmp_path: Pat
 
 def test_same_seed_same_history(tmp_path: Path) -> None:
     loaded = load_scenario(REPO / "scenarios" / "unicast2_s6.yaml", variant="legacy")
-    runs = [simrun.run(loaded, seed=6, out=tmp_path / str(i), progress=QUIET, analyze=False) for i in range(2)]
+    runs = [runner.run(loaded, backend="sim", seed=6, out=tmp_path / str(i), progress=QUIET, analyze=False) for i in range(2)]
     strip = [[{k: v for k, v in e.items() if k not in ("ts", "run", "boot")} for e in events(r.run_dir, "n2")]
              for r in runs]
     assert strip[0] == strip[1]
@@ -46,7 +46,7 @@ def test_steps_without_a_simulator_equivalent_are_refused_with_their_line() -> N
     text = ("cluster: {nodes: 3}\nsteps:\n  - at_s: 0\n    kill: n3\n"
             "  - at_s: 1\n    msg-fault: {type: UnicastAck, from: n1, to: n2, action: duplicate}\n")
     with pytest.raises(ScenarioError) as info:
-        simrun.check_simulable(load_text(text, "s.yaml"))
+        runner.check_backend(load_text(text, "s.yaml"), "sim")
     lines = [str(p) for p in info.value.problems]
     assert lines[0].startswith("s.yaml:3: steps[0].kill: kill has no simulator equivalent")
     assert lines[1] == "s.yaml:5: steps[1].msg-fault: the duplicate message fault has no simulator equivalent"

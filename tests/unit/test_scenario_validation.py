@@ -88,7 +88,8 @@ def test_wrong_type_of_a_field() -> None:
 
 def test_wrong_value_of_a_closed_vocabulary() -> None:
     (line,) = problems(broken("unicast: unicast2", "unicast: unicast4"))
-    assert line == "s.yaml:5: variants.legacy.unicast: expected one of 'unicast1', 'unicast2' or 'unicast3', got 'unicast4'"
+    assert line == ("s.yaml:5: variants.legacy.unicast: expected one of 'noretx', 'unicast1', 'unicast2' or "
+                    "'unicast3', got 'unicast4'")  # the registered unicast layers (node/layers.py)
 
 
 def test_unknown_field_lists_the_known_ones() -> None:
@@ -293,7 +294,7 @@ def test_ids_are_unique_and_end_names_an_earlier_fault_step_once() -> None:
     assert with_step("  - at_s: 2\n    id: w\n    workload: {kind: unicast, from: n1, to: n2, count: 1}\n"
                      "  - at_s: 3\n    end: w\n") == [
         "s.yaml:16: steps[3].end: steps[2] (workload) starts no fault to end; end works on partition, slow, flaky, "
-        "shape, msg-fault, pause, kill"]
+        "shape, msg-fault, pause, kill, fault"]
     assert with_step("  - at_s: 2\n    end: p1\n  - at_s: 3\n    end: p1\n") == [
         "s.yaml:15: steps[3].end: steps[1] (p1) is already ended by steps[2]"]
     assert problems(VERBS.replace("  - at_s: 1\n    id: p1", "  - at_s: 0.5\n    end: p1\n  - at_s: 1\n    id: p1"),
@@ -301,7 +302,7 @@ def test_ids_are_unique_and_end_names_an_earlier_fault_step_once() -> None:
         "s.yaml:10: steps[1].end: step id 'p1' is steps[2], which comes after this one; end names an earlier step"]
     assert with_step("  - at_s: 2\n    duration_s: 3\n    heal:\n") == [
         "s.yaml:13: steps[2].duration_s: duration_s ends the fault a step starts (partition, slow, flaky, shape, "
-        "msg-fault, pause, kill); heal starts none"]
+        "msg-fault, pause, kill, fault); heal starts none"]
 
 
 def test_msg_fault_first_flag_and_the_new_actions() -> None:

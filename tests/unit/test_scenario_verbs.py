@@ -11,13 +11,14 @@ from typing import Any
 
 import pytest
 
-from chaos.grudge import LinkFault
-from chaos.harness import actions, runner, schedule, simrun, timeline
+from chaos.faults.grudge import LinkFault
+from chaos.harness import actions, runner, schedule, timeline
 from chaos.harness.errors import StepError
 from chaos.harness.faultstate import link_faults
 from chaos.harness.load import from_data, load_text
 from chaos.harness.progress import Progress
 from chaos.harness.schedule import Schedule
+from chaos.net.base import WallClock
 from node.errors import EnvironmentProblem
 
 QUIET = Progress(quiet=True)
@@ -25,7 +26,7 @@ UNICAST = "cluster: {nodes: 2, defaults: {unicast: unicast3, membership: none, m
 
 
 def sim(text: str, tmp_path: Path, seed: int = 1) -> Any:
-    return simrun.run(load_text(text, "t.yaml"), seed=seed, out=tmp_path, progress=QUIET, analyze=False)
+    return runner.run(load_text(text, "t.yaml"), backend="sim", seed=seed, out=tmp_path, progress=QUIET, analyze=False)
 
 
 def events(result: Any, node: str) -> list[dict[str, Any]]:
@@ -173,7 +174,7 @@ def test_replay_runs_relative_steps_and_durations_at_their_realised_times(tmp_pa
     doc = schedule.replay_document(schedule.load(first.run_dir))
     assert all("after" not in s and "duration_s" not in s for s in doc["steps"])
     assert {"at_s": 2.725, "end": "cut", "note": "duration_s of steps[1] ran out"} in doc["steps"]
-    again = simrun.run(from_data(doc, "schedule.json", None), seed=1, out=tmp_path / "b", progress=QUIET,
+    again = runner.run(from_data(doc, "schedule.json", None), backend="sim", seed=1, out=tmp_path / "b", progress=QUIET,
                        analyze=False)
     applied = {s["action"]: round(s["applied_at_s"], 3) for s in realised(again)}
     assert applied["partition"] == 0.725 and applied["slow"] == round(realised(first)[3]["applied_at_s"], 3)
@@ -190,8 +191,8 @@ steps:
     timeout_s: 3
     fast:
 """
-    with pytest.raises(StepError, match=r"steps\[1\] \(after: view\): not met within 3 s after steps\[0\]: n1, n2, "
-                                        r"n3 installed no view holding every node after it"):
+    with pytest.raises(StepError, match=r"steps\[1\] \(after: view\): not met within 3 s after steps\[0\]: n1's view "
+                                        r"\['n1', \d+\] holds n1, n2"):
         sim(text, tmp_path)
 
 
@@ -254,11 +255,31 @@ class FakeCluster:
 
 
 class FakeNet:
-    """What actions needs of chaos.net.Net for process steps."""
+    """What actions and the step backend need of a `chaos.net.base.Net` for process steps and workloads."""
+
+    backend = "docker"
 
     def __init__(self, cluster: FakeCluster) -> None:
         self.cluster = cluster
+        self.run_dir = cluster.run_dir
+        self.nodes = ["n1", "n2"]
         self.active: dict[str, dict[str, Any]] = {}
+        self.events: list[tuple[str, dict[str, Any]]] = []
+
+    def client(self, name: str) -> FakeClient:
+        return self.cluster.client(name)
+
+    def node_state(self, name: str) -> dict[str, Any] | None:
+        try:
+            return self.client(name).health()
+        except EnvironmentProblem:
+            return None
+
+    def record(self, type_: str, **fields: Any) -> None:
+        self.events.append((type_, fields))
+
+    def is_active(self, fault_id: str) -> bool:
+        return fault_id in self.active
 
     def kill(self, node: str) -> str:
         self.cluster.up_at[node] = None
@@ -273,20 +294,12 @@ class FakeNet:
         self.active.pop(f"kill-{node}", None)
 
 
-class FakeHistory:
-    def __init__(self) -> None:
-        self.events: list[tuple[str, dict[str, Any]]] = []
-
-    def emit(self, type_: str, **fields: Any) -> None:
-        self.events.append((type_, fields))
-
-
 def container_run(text: str, tmp_path: Path, answer_after_start_s: float | None = 0.2) -> tuple[Any, Any]:
     loaded = load_text(text, "t.yaml")
     cluster = FakeCluster(tmp_path, answer_after_start_s)
-    target = actions.Target(cluster, FakeNet(cluster), FakeHistory())  # type: ignore[arg-type]
+    target = actions.Target(FakeNet(cluster))  # type: ignore[arg-type]
     sched = Schedule(scenario=loaded.doc.data, source="t.yaml", variant=None, seed=0, backend="docker", run_id="r")
-    backend = runner.ContainerBackend(loaded, target, sched, QUIET)
+    backend = runner.StepBackend(target, WallClock(QUIET.wait, QUIET.log), sched, QUIET)
     timeline.Timeline(loaded.scenario, backend, sched).run()
     return target, sched
 
@@ -295,7 +308,7 @@ def test_a_delayed_restart_lets_steps_go_on_and_a_step_needing_the_node_waits_fo
     text = ("cluster: {nodes: 2}\nsteps:\n  - at_s: 0\n    restart: {node: n2, delay_s: 0.3}\n"
             "  - at_s: 0.05\n    workload: {kind: unicast, from: n2, to: n1, count: 1}\n")
     target, sched = container_run(text, tmp_path)
-    calls = target.cluster.calls
+    calls = target.net.cluster.calls
     assert [c[:2] for c in calls] == [("kill", "n2"), ("start", "n2"), ("workload", "n2")]
     assert calls[1][2] - calls[0][2] >= 0.3  # down for its delay_s
     assert calls[2][2] - calls[1][2] >= 0.2  # the workload waited until n2's control API answered
@@ -303,7 +316,7 @@ def test_a_delayed_restart_lets_steps_go_on_and_a_step_needing_the_node_waits_fo
     assert restart.end_applied_at_s == pytest.approx(restart.done_at_s + 0.3, abs=0.05)
     assert restart.end_applied_at_s <= restart.ended_at_s
     assert workload.applied_at_s >= restart.ended_at_s + 0.2
-    assert [(t, f["kind"], f["detail"]["delay_s"]) for t, f in target.history.events if t == "fault_start"] == \
+    assert [(t, f["kind"], f["detail"]["delay_s"]) for t, f in target.net.events if t == "fault_start"] == \
         [("fault_start", "restart", 0.3)]
     replayed = schedule.replay_document(sched)["steps"][0]["restart"]
     assert replayed["delay_s"] == pytest.approx(0.3, abs=0.05)
@@ -326,5 +339,5 @@ def test_a_killed_node_nothing_starts_again_is_an_error_at_once_and_duration_s_s
         container_run(killed, tmp_path)
     assert time.monotonic() - started < 1.0
     target, sched = container_run(killed.replace("kill: n2", "kill: n2\n    duration_s: 0.2"), tmp_path)
-    assert [c[:2] for c in target.cluster.calls] == [("kill", "n2"), ("start", "n2"), ("workload", "n2")]
+    assert [c[:2] for c in target.net.cluster.calls] == [("kill", "n2"), ("start", "n2"), ("workload", "n2")]
     assert sched.steps[0].end_detail == {"what": "end", "ended": "kill-n2"}

@@ -201,14 +201,16 @@ def test_unknown_message_type_name() -> None:
 # --- wire -------------------------------------------------------------------------------------------------------
 def test_every_message_goes_through_the_codec_and_bundles() -> None:
     sim = echo_sim()
-    ping(sim, "a", "b", range(50))                   # one handle call: bundled
+    ping(sim, "a", "b", range(50))                   # one request: bundled
     sim.run_until_quiet()
     assert received(sim, "b") == list(range(50))
-    assert sim.counters["datagrams_sent"] == 1 + 50   # the pings in one datagram, a pong per received ping
+    # the pings in one datagram; the pongs to one received datagram in one datagram too (one driver call)
+    assert [sim.driver(m).counters["datagrams_sent"] for m in "ab"] == [1, 1]
+    assert [sim.driver(m).counters["messages_sent"] for m in "ab"] == [50, 50]
     unbundled = echo_sim(bundle_max_bytes=0)
     ping(unbundled, "a", "b", range(50))
     unbundled.run_until_quiet()
-    assert unbundled.counters["datagrams_sent"] == 100
+    assert [unbundled.driver(m).counters["datagrams_sent"] for m in "ab"] == [50, 50]
 
 
 def test_malformed_and_foreign_datagrams_are_counted_and_dropped() -> None:
@@ -218,7 +220,7 @@ def test_malformed_and_foreign_datagrams_are_counted_and_dropped() -> None:
     sim.inject_bytes("b", b"SL")
     sim.inject_bytes("b", encode_datagram(sim.cluster_id + 1, "a", [Ping(1)]))
     sim.run_until_quiet()
-    assert sim.counters["wire_error_foreign"] == 2 and sim.counters["wire_error_truncated"] == 1
+    assert sim.driver("b").dropped == {"foreign": 2, "truncated": 1}
     assert [e["reason"] for e in sim.emitted("datagram_dropped", node="b")] == ["foreign", "truncated", "foreign"]
     assert received(sim, "b") == []
 
@@ -227,7 +229,7 @@ def test_messages_no_layer_claims_are_counted() -> None:
     sim = echo_sim()
     sim.inject("a", "b", Heartbeat(1))
     sim.run_until_quiet()
-    assert sim.counters["unhandled_messages"] == 1
+    assert sim.driver("b").dropped == {"unhandled-type": 1}
 
 
 # --- timers and running ---------------------------------------------------------------------------------------

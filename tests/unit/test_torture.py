@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from chaos import torture
-from chaos.torture import EPISODES, SIM_EPISODES, generate, load_generated
+from chaos.cli.main import main as splitlab
+from chaos.harness import torture
+from chaos.harness.torture import EPISODES, SIM_EPISODES, generate, load_generated
+from node.config import MAX_NODES
 from node.errors import UsageError
 
 ENDS = {"partition": "heal", "flaky": "fast", "slow": "fast", "pause": "resume"}
@@ -60,15 +62,17 @@ def test_simulator_episodes_leave_out_pauses() -> None:
 
 
 def test_bad_sizes_are_usage_errors() -> None:
-    with pytest.raises(UsageError, match="--duration must be at least"):
+    with pytest.raises(UsageError, match="--duration-s must be at least"):
         generate(1, 5.0)
-    with pytest.raises(UsageError, match="--nodes must be within 2..8"):
+    with pytest.raises(UsageError, match=f"--nodes must be within 2..{MAX_NODES}, got 1"):
         generate(1, 30.0, 1)
-    assert torture.torture_main(["--seed", "1", "--duration", "3"]) == 2
+    with pytest.raises(UsageError, match=f"--nodes must be within 2..{MAX_NODES}, got {MAX_NODES + 1}"):
+        generate(1, 30.0, MAX_NODES + 1)
+    assert splitlab(["torture", "--seed", "1", "--duration-s", "3"]) == 2
 
 
 def test_print_shows_the_generated_scenario(capsys) -> None:
-    assert torture.torture_main(["--seed", "4", "--duration", "20", "--print"]) == 0
+    assert splitlab(["torture", "--seed", "4", "--duration-s", "20", "--print"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("name: torture-4\n") and "workload:" in out
 
@@ -80,6 +84,6 @@ def test_a_short_torture_in_the_simulator_keeps_the_invariants(tmp_path: Path) -
     result = torture.run(seed, 20.0, 3, simulate=True, out=tmp_path, progress=Progress(quiet=True), report=False)
     bad = [f"{o.check}: {o.reason}" for o in result.verdict.outcomes if not o.held]
     assert result.verdict.held, (f"torture seed {seed} broke invariants: {bad}; reproduce with "
-                                 f"'splitlab torture --seed {seed} --duration 20 --sim' or "
+                                 f"'splitlab torture --seed {seed} --duration-s 20 --sim' or "
                                  f"'splitlab replay {result.run_dir}'")
     assert (result.run_dir / "scenario.yaml").exists() and (result.run_dir / "schedule.json").exists()

@@ -1,0 +1,92 @@
+"""The analysis verb of `splitlab`: `splitlab analyze RUN_DIR` runs the Spark analysis of a run's history
+(pipeline.api.analyze) with its steps shown on stderr and the verdict table on stdout.
+
+Exit codes: 0 every check passed, 1 a check failed or could not decide (or another splitlab error), 2 a bad run
+directory or bad arguments.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import time
+from typing import Iterator
+
+from rich.console import Console
+from rich.table import Table
+
+from chaos.cli.verbs import add_verb
+
+STYLES = {"ok": "green", "fail": "bold red", "unknown": "yellow"}
+EXAMPLES = ["splitlab analyze runs/261121-231947-589f",
+            "splitlab analyze runs/261121-231947-589f --master spark://spark-master:7077",
+            "splitlab analyze runs/261121-231947-589f --check-param endless_retransmission.min_requests=10"]
+
+
+class _Steps:
+    """Shows the running step with a spinner and prints each finished step with its duration."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+
+    @contextlib.contextmanager
+    def __call__(self, label: str) -> Iterator[None]:
+        started = time.monotonic()
+        with self.console.status(f"{label} ..."):
+            yield
+        self.console.print(f"[dim]  {label}: {time.monotonic() - started:.1f} s[/dim]")
+
+
+def _verdict_table(summary) -> Table:
+    table = Table(title=f"run {summary.run_id}: {summary.status}", title_justify="left")
+    table.add_column("check")
+    table.add_column("status")
+    table.add_column("reason", overflow="fold")
+    for name, result in summary.checks.items():
+        style = STYLES.get(result.status, "")
+        table.add_row(name, f"[{style}]{result.status}[/{style}]", result.reason)
+    return table
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    from pyspark.sql import SparkSession
+
+    from pipeline.api import analyze
+    from pipeline.params import parse_assignments
+
+    session_before = SparkSession.getActiveSession()
+    try:
+        summary = analyze(args.run_dir, master=args.master, params=parse_assignments(args.check_param),
+                          report=not args.no_report, steps=_Steps(Console(stderr=True)))
+    finally:
+        session = SparkSession.getActiveSession()
+        if session_before is None and session is not None:
+            session.stop()  # started here: stop it; a caller's session stays up
+    out = Console()
+    out.print(_verdict_table(summary))
+    for key in ("summary", "report_html"):
+        if key in summary.outputs:
+            out.print(f"{key}: {summary.run_dir}/{summary.outputs[key]}", highlight=False)
+    return summary.exit_code
+
+
+def _epilog() -> str:
+    """The default master and the checks' parameters with their defaults (this imports Spark: only when the help
+    is shown)."""
+    from pipeline.checks import CHECKS
+    from pipeline.session import DEFAULT_MASTER, MASTER_ENV
+
+    checks = "\n  ".join(f"{c.name}: {', '.join(f'{k}={v!r}' for k, v in c.defaults.items())}" for c in CHECKS)
+    return ("examples:\n  " + "\n  ".join(EXAMPLES) + f"\n\nthe Spark master is --master, else ${MASTER_ENV}, "
+            f"else {DEFAULT_MASTER}\n\ncheck parameters and defaults:\n  " + checks)
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    p = add_verb(sub, "analyze", "analyse a run's history with Spark (report/summary.json and report.html)",
+                 cmd_analyze, description="Analyse a run's history with Spark; write report/summary.json and "
+                                          "report/report.html.", epilog=_epilog)
+    p.add_argument("run_dir", metavar="RUN_DIR", help="the run directory, runs/<run-id>")
+    p.add_argument("--master", metavar="URL", help="Spark master (default: see below)")
+    p.add_argument("--check-param", metavar="NAME.KEY=VALUE", action="append", default=[],
+                   help="override a check parameter, e.g. endless_retransmission.min_requests=10 (repeatable)")
+    p.add_argument("--no-report", action="store_true",
+                   help="write only summary.json (no Parquet tables, no HTML report)")

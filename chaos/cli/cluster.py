@@ -1,0 +1,119 @@
+"""The cluster verbs of `splitlab`: images, up, down, ps, doctor, compose-template."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from chaos.cli.verbs import add_verb, json_flag, nodes_flag, progress, run_id_flag
+
+console = Console(highlight=False)
+
+
+def cmd_images(args: argparse.Namespace) -> int:
+    from chaos.cluster import images
+
+    tag = images.build_all(progress)
+    console.print(f"node image ready: {tag}")
+    return 0
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from chaos.cluster import lifecycle
+
+    run = lifecycle.up(args.nodes, log=progress, wait_timeout_s=args.timeout_s, run_id=args.run_id)
+    if args.json:
+        print(json.dumps(lifecycle.as_dict(run), indent=2))
+        return 0
+    table = Table(title=f"run {run.run_id}  ({run.run_dir})")
+    for col in ("name", "data IP", "control URL"):
+        table.add_column(col)
+    for node in run.nodes:
+        table.add_row(node.name, node.data_ip, node.control_url)
+    console.print(table)
+    console.print(f"token: {run.run_dir / 'token'}    stop with: splitlab down --run-id {run.run_id}")
+    return 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    from chaos.cluster import lifecycle
+
+    run_ids = [r.run_id for r in lifecycle.ps()] if args.all else [lifecycle.resolve_run_id(args.run_id)]
+    for run_id in run_ids:
+        lifecycle.down(run_id, log=progress)
+    if args.all and not run_ids:
+        console.print("no splitlab run exists")
+    return 0
+
+
+def cmd_ps(args: argparse.Namespace) -> int:
+    from chaos.cluster import lifecycle
+
+    runs = lifecycle.ps()
+    table = Table()
+    for col in ("run", "nodes", "running", "directory"):
+        table.add_column(col)
+    for r in runs:
+        table.add_row(r.run_id, str(r.nodes), str(r.running), r.run_dir)
+    console.print(table if runs else "no splitlab run exists")
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from chaos.cluster import doctor, images
+
+    def present() -> dict[str, bool]:
+        return {s.tag: s.present for s in images.status()}
+
+    checks = doctor.run_checks(doctor.system_probe, present, Path.cwd(), doctor.nfqueue_binding_error())
+    table = Table(title="splitlab doctor")
+    for col in ("capability", "status", "detail", "hint"):
+        table.add_column(col)
+    for c in checks:
+        status = "[green]ok[/]" if c.ok else ("[red]missing[/]" if c.required else "[yellow]missing[/]")
+        table.add_row(c.name, status, c.detail, c.hint)
+    console.print(table)
+    by_name = {c.name: c for c in checks}
+    backends = doctor.fault_backends(by_name["sch_netem (tc netem)"], by_name["NFQUEUE"])
+    console.print("fault backends on this machine:")
+    for fault, backend in backends.items():
+        console.print(f"  {fault}: {backend}")
+    ok = doctor.can_run(checks)
+    console.print("the testbed can run" if ok else "[red]the testbed cannot run: fix what is missing above[/]")
+    return 0 if ok else 1
+
+
+def cmd_compose_template(args: argparse.Namespace) -> int:
+    from chaos.cluster import compose
+
+    sys.stdout.write(compose.HEADER + compose.dump(compose.render_template(3)))
+    return 0
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    add_verb(sub, "images", "build the base and node images (only what changed)", cmd_images,
+             examples=["splitlab images", "BASE_IMAGE=python:3.11-slim splitlab images   # skip debootstrap"])
+
+    p = add_verb(sub, "up", "start a cluster and wait until every node hears every other one", cmd_up,
+                 examples=["splitlab up -n 5", "splitlab up -n 3 --run-id mytest --json"])
+    nodes_flag(p, 3)
+    run_id_flag(p, "run id to use (default: a fresh one)")
+    # '--timeout 60', the older spelling, still parses: argparse takes an unambiguous prefix of a flag
+    p.add_argument("--timeout-s", type=float, default=60, metavar="S",
+                   help="seconds to wait for all-hear-all (default 60)")
+    json_flag(p, "the cluster (run id, directory, nodes)")
+
+    p = add_verb(sub, "down", "remove a run's containers and networks after healing it (its directory stays)",
+                 cmd_down, examples=["splitlab down --run-id 261121-221530-a3f9", "splitlab down --all"])
+    run_id_flag(p)
+    p.add_argument("--all", action="store_true", help="every splitlab run")
+
+    add_verb(sub, "ps", "list runs", cmd_ps, examples=["splitlab ps"])
+    add_verb(sub, "doctor", "what this machine can do, and which backend serves each fault; exit 1 when the "
+             "testbed cannot run", cmd_doctor, examples=["splitlab doctor"])
+    add_verb(sub, "compose-template", "print the default docker-compose.yml", cmd_compose_template,
+             examples=["splitlab compose-template > docker-compose.yml"])

@@ -1,0 +1,178 @@
+"""The scenario verbs of `splitlab`: run, replay, sim (a scenario on containers, again from its realised
+schedule, or in the seeded simulator), torture (random faults from one seed) and demo.
+
+Exit codes: 0 the expectations hold, 1 they do not (or the machine could not run it), 2 bad input (the
+scenario's errors are printed as `file:line: field: what was expected`).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from chaos.cli.verbs import add_verb, nodes_flag, progress, seed_flag
+
+INTERRUPTED = "interrupted (the cluster was removed and every fault healed)"
+RUN_EXAMPLES = [
+    "splitlab run scenarios/jgrp1873.yaml --variant legacy        # reproduce JGRP-1873 under unicast2",
+    "splitlab run scenarios/jgrp1873.yaml --variant all           # every variant, one after the other",
+    "splitlab run scenarios/unicast2_s6.yaml --seed 7 --set settle_s=8 "
+    "--set cluster.defaults.timeouts.conn_close_timeout_ms=500"]
+REPLAY_EXAMPLES = ["splitlab replay runs/261121-231947-589f                      # the same steps at their "
+                   "realised times",
+                   "splitlab replay runs/261121-231947-589f --sim                # in the simulator"]
+SIM_EXAMPLES = ["splitlab sim scenarios/jgrp1873.yaml --seed 3 --variant all   # no Docker: the seeded simulator"]
+TORTURE_EXAMPLES = ["splitlab torture --seed 7 --duration-s 60",
+                    "splitlab torture --seed 7 --duration-s 120 --nodes 5",
+                    "splitlab torture --seed 7 --duration-s 60 --sim      # in the simulator",
+                    "splitlab torture --seed 7 --duration-s 60 --print    # the scenario only"]
+
+
+def _console() -> Console:
+    return Console(highlight=False)
+
+
+def _print_result(console: Console, result: Any, progress_: Any) -> None:
+    title = escape(f"run {result.run_id} [{result.variant or 'default'}, seed {result.seed}]")
+    console.print(progress_.verdict_table(title, result.verdict.outcomes, result.verdict.held))
+    if result.verdict.note:
+        console.print(f"[dim]{result.verdict.note}[/dim]")
+    console.print(f"run directory: {result.run_dir}", highlight=False)
+    if result.summary is not None:
+        console.print(f"summary: {result.summary_json}", highlight=False)
+        if result.report_html.exists():
+            console.print(f"report:  {result.report_html}", highlight=False)
+    console.print(f"replay:  splitlab replay {result.run_dir}", highlight=False)
+
+
+def _run_all(args: argparse.Namespace, backend: str) -> int:
+    from chaos.harness import runner
+    from chaos.harness.load import load_scenario
+    from chaos.harness.progress import Progress
+
+    console = _console()
+    progress_ = Progress(console, quiet=args.quiet)
+    first = load_scenario(args.scenario, args.sets, None if args.variant == "all" else args.variant)
+    variants = (list(first.scenario.variants) or [None]) if args.variant == "all" else [first.variant]
+    codes = []
+    for variant in variants:
+        loaded = first if variant == first.variant else load_scenario(args.scenario, args.sets, variant)
+        result = runner.run(loaded, backend=backend, seed=args.seed, out=args.out, progress=progress_,
+                            report=not args.no_report)
+        _print_result(console, result, progress_)
+        codes.append(result.verdict.exit_code)
+    return max(codes)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    return _run_all(args, "docker")
+
+
+def cmd_sim(args: argparse.Namespace) -> int:
+    return _run_all(args, "sim")
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from chaos.harness import runner, schedule as schedules
+    from chaos.harness.load import from_data
+    from chaos.harness.progress import Progress
+
+    run_dir = Path(args.run_dir)
+    saved = schedules.load(run_dir)
+    loaded = from_data(schedules.replay_document(saved), f"{run_dir / schedules.FILE}", saved.variant)
+    console = _console()
+    progress_ = Progress(console, quiet=args.quiet)
+    progress_.say(f"replaying {saved.run_id} ({saved.backend}): {len(loaded.scenario.steps)} step(s) at their "
+                  f"realised times, variant {saved.variant or 'default'}, seed {saved.seed}")
+    result = runner.run(loaded, backend="sim" if args.sim else saved.backend, seed=saved.seed, out=args.out,
+                        progress=progress_, report=not args.no_report, replay_of=str(run_dir))
+    _print_result(console, result, progress_)
+    return result.verdict.exit_code
+
+
+def cmd_torture(args: argparse.Namespace) -> int:
+    import yaml
+
+    from chaos.harness import torture
+    from chaos.harness.progress import Progress
+
+    if args.print_only:
+        doc = torture.generate(args.seed, args.duration_s, args.nodes,
+                               torture.SIM_EPISODES if args.sim else torture.EPISODES)
+        torture.load_generated(doc, args.seed)
+        sys.stdout.write(yaml.safe_dump(doc, sort_keys=False))
+        return 0
+    console = _console()
+    progress_ = Progress(console, quiet=args.quiet)
+    result = torture.run(args.seed, args.duration_s, args.nodes, simulate=args.sim, out=args.out,
+                         progress=progress_, report=not args.no_report)
+    console.print(progress_.verdict_table(escape(f"torture seed {args.seed} (run {result.run_id})"),
+                                          result.verdict.outcomes, result.verdict.held))
+    console.print(f"run directory: {result.run_dir} (scenario.yaml, schedule.json)", highlight=False)
+    if not result.verdict.held:
+        console.print(f"[bold red]invariants broken[/]: replay with 'splitlab replay {result.run_dir}', or "
+                      f"generate the same schedule with 'splitlab torture --seed {args.seed} --duration-s "
+                      f"{args.duration_s:g} --nodes {args.nodes}{' --sim' if args.sim else ''}'")
+    return result.verdict.exit_code
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from chaos.harness import demo
+
+    return demo.main(progress)
+
+
+def _scenario_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("scenario", metavar="SCENARIO", help="scenario YAML file (see scenarios/README.md)")
+    p.add_argument("--variant", help="variant to run (default: the first the scenario defines); 'all' runs each")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a scenario field by its path, e.g. settle_s=8 or steps.2.at_s=3 (repeatable)")
+
+
+def _output_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", metavar="DIR", help="put the run directory under DIR (default: $SPLITLAB_RUNS_DIR or "
+                                                "./runs)")
+    p.add_argument("--no-report", action="store_true", help="write summary.json only (no HTML report)")
+    p.add_argument("--quiet", action="store_true", help="print the verdict only")
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    p = add_verb(sub, "run", "run a scenario on a fresh cluster and judge it against its expectations", cmd_run,
+                 description="Run a scenario on a fresh cluster of real containers: timeline, heal, analysis, "
+                             "verdict against its expectations.", examples=RUN_EXAMPLES, interrupted=INTERRUPTED)
+    _scenario_args(p)
+    seed_flag(p, "seed of every random choice (default: the scenario's)")
+    _output_args(p)
+
+    p = add_verb(sub, "replay", "run a saved schedule again (the steps at their realised times)", cmd_replay,
+                 description="Run a saved schedule again: the same scenario, variant and seed, each step at the "
+                             "time it was really applied.", examples=REPLAY_EXAMPLES, interrupted=INTERRUPTED)
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory holding schedule.json")
+    p.add_argument("--sim", action="store_true", help="replay in the simulator instead of on containers")
+    _output_args(p)
+
+    p = add_verb(sub, "sim", "run a scenario in the seeded simulator (no Docker)", cmd_sim,
+                 description="Run a scenario in the seeded simulator (no Docker, virtual time): the same protocol "
+                             "code, the same analysis and verdict.", examples=SIM_EXAMPLES)
+    _scenario_args(p)
+    seed_flag(p, "seed of the simulator and of every random choice", required=True)
+    _output_args(p)
+
+    p = add_verb(sub, "torture", "random faults from one seed with a workload, invariants checked after a heal",
+                 cmd_torture, description="Random faults from one seed with a workload running; the invariants are "
+                                          "checked after a final heal.", examples=TORTURE_EXAMPLES,
+                 interrupted=INTERRUPTED)
+    seed_flag(p, "seed of the schedule and of every random choice", required=True)
+    # '--duration 60', the older spelling, still parses: argparse takes an unambiguous prefix of a flag
+    p.add_argument("--duration-s", type=float, required=True, metavar="S", help="timeline length in seconds")
+    nodes_flag(p, 3)
+    p.add_argument("--sim", action="store_true", help="run in the simulator (no pauses there)")
+    p.add_argument("--print", dest="print_only", action="store_true", help="print the generated scenario and exit")
+    _output_args(p)
+
+    add_verb(sub, "demo", "JGRP-1873 under unicast2, then the same schedule under unicast3, side by side", cmd_demo,
+             examples=["splitlab demo      # or: make demo"], interrupted=INTERRUPTED)

@@ -1,0 +1,153 @@
+"""`splitlab doctor`: which capabilities this machine has, each ok or missing with a hint.
+
+Each probe is a function of an injected `Probe` runner (argv -> (exit code, output)) plus plain values, so the
+verdicts are unit-tested on fake inputs. `required` capabilities decide the exit code: 0 when the testbed can
+run, 1 when it cannot.
+"""
+from __future__ import annotations
+
+import shutil
+import sys
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+Probe = Callable[[Sequence[str]], tuple[int, str]]
+MIN_FREE_DISK_BYTES = 2 * 1024**3
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    hint: str = ""
+    required: bool = True
+
+
+def system_probe(argv: Sequence[str]) -> tuple[int, str]:
+    """Run argv for real (missing program: 127); output is stdout and stderr together."""
+    if shutil.which(argv[0]) is None:
+        return 127, f"{argv[0]}: not found"
+    try:
+        proc = subprocess.run(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        return 124, "timed out"
+    return proc.returncode, proc.stdout
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else ""
+
+
+def check_docker(probe: Probe) -> Check:
+    rc, out = probe(["docker", "version", "--format", "{{.Server.Version}}"])
+    if rc == 0:
+        return Check("Docker engine", True, f"server {out.strip()}")
+    return Check("Docker engine", False, _first_line(out) or "no answer",
+                 "install docker.io and start the daemon; check DOCKER_HOST")
+
+
+def check_compose(probe: Probe) -> Check:
+    rc, out = probe(["docker", "compose", "version", "--short"])
+    if rc == 0:
+        return Check("Docker Compose", True, f"v2 {out.strip()}")
+    rc, out = probe(["docker-compose", "version", "--short"])
+    if rc == 0:
+        return Check("Docker Compose", True, f"v1 {out.strip()}")
+    return Check("Docker Compose", False, "neither 'docker compose' nor 'docker-compose'",
+                 "apt-get install docker-compose")
+
+
+def check_images(present: dict[str, bool]) -> Check:
+    missing = [tag for tag, ok in present.items() if not ok]
+    if not missing:
+        return Check("images built", True, ", ".join(present))
+    return Check("images built", False, "missing " + ", ".join(missing), "make images")
+
+
+def check_iptables_netns(probe: Probe) -> Check:
+    """iptables inside a fresh network namespace, as the controller uses it inside a container's."""
+    rc, out = probe(["unshare", "--net", "iptables", "-w", "-A", "INPUT", "-p", "udp", "-j", "DROP"])
+    if rc == 0:
+        rc2, ver = probe(["iptables", "--version"])
+        return Check("iptables in a network namespace", True, _first_line(ver) if rc2 == 0 else "ok")
+    return Check("iptables in a network namespace", False, _first_line(out),
+                 "run as root; apt-get install iptables")
+
+
+def check_netem(probe: Probe) -> Check:
+    """The netem backend's own self-test (chaos.net.netem) in a throwaway network namespace."""
+    rc, out = probe(["unshare", "--net", sys.executable, "-m", "chaos.net.netem"])
+    if rc == 0:
+        return Check("sch_netem (tc netem)", True, "netem (through pyroute2) serves delay with jitter, "
+                     "correlation and distribution, loss, duplication, reordering, corruption, rate", required=False)
+    return Check("sch_netem (tc netem)", False, _first_line(out) or "not available",
+                 "not needed: the NFQUEUE shaper serves every link fault", required=False)
+
+
+def check_nfqueue(probe: Probe, binding_error: str | None = None) -> Check:
+    """The kernel's NFQUEUE target and the shaper's Python binding (`binding_error`: why it cannot import)."""
+    rc, out = probe(["unshare", "--net", "iptables", "-w", "-A", "OUTPUT", "-p", "udp", "-j", "NFQUEUE",
+                     "--queue-num", "7", "--queue-bypass"])
+    if rc != 0:
+        return Check("NFQUEUE", False, _first_line(out), "the kernel needs nfnetlink_queue / xt_NFQUEUE")
+    if binding_error:
+        return Check("NFQUEUE", False, f"the kernel has NFQUEUE, but {binding_error}",
+                     "pip install NetfilterQueue (needs libnetfilter-queue-dev and a C compiler)")
+    return Check("NFQUEUE", True, "userspace shaper and protocol-aware faults available")
+
+
+def nfqueue_binding_error() -> str | None:
+    """Why the shaper's NFQUEUE binding cannot be imported, or None when it can."""
+    try:
+        import netfilterqueue  # noqa: F401
+    except ImportError as exc:
+        return str(exc)
+    return None
+
+
+def check_java(probe: Probe) -> Check:
+    rc, out = probe(["java", "-version"])
+    if rc == 0:
+        return Check("Java for Spark", True, _first_line(out))
+    return Check("Java for Spark", False, _first_line(out) or "java not found",
+                 "apt-get install default-jre-headless (make test installs it)")
+
+
+def check_disk(free_bytes: int, where: Path) -> Check:
+    gib = free_bytes / 1024**3
+    if free_bytes >= MIN_FREE_DISK_BYTES:
+        return Check("free disk", True, f"{gib:.1f} GiB free at {where}")
+    return Check("free disk", False, f"{gib:.1f} GiB free at {where}",
+                 f"free at least {MIN_FREE_DISK_BYTES // 1024**3} GiB (docker image prune, make clean)")
+
+
+def fault_backends(netem: Check, nfqueue: Check) -> dict[str, str]:
+    """Which backend serves each fault on this machine."""
+    link = "netem" if netem.ok else ("nfqueue (userspace shaper, seeded)" if nfqueue.ok else "none")
+    return {"partition": "iptables (chain SL-<run> in INPUT)",
+            "delay/jitter (correlation, distribution), duplication, reordering, corruption, rate": link,
+            "loss": link if link != "none" else "iptables statistic (kernel RNG, not seeded)",
+            "protocol-aware faults": "nfqueue + scapy" if nfqueue.ok else "none",
+            "injection, replay, capture": "raw/packet sockets in the node namespace"}
+
+
+def can_run(checks: list[Check]) -> bool:
+    return all(c.ok for c in checks if c.required)
+
+
+def run_checks(probe: Probe, images_present: Callable[[], dict[str, bool]], disk_path: Path,
+               binding_error: str | None = None) -> list[Check]:
+    """Every check in order; image status is asked only when Docker answers."""
+    docker_check = check_docker(probe)
+    checks = [docker_check, check_compose(probe)]
+    if docker_check.ok:
+        checks.append(check_images(images_present()))
+    else:
+        checks.append(Check("images built", False, "Docker not reachable", "start Docker, then make images"))
+    checks += [check_iptables_netns(probe), check_netem(probe), check_nfqueue(probe, binding_error), check_java(probe)]
+    path = disk_path if disk_path.exists() else Path("/")
+    checks.append(check_disk(shutil.disk_usage(path).free, path))
+    return checks

@@ -1,0 +1,225 @@
+"""Building splitlab's images without a container registry.
+
+- Base image: Debian bookworm by debootstrap (minbase plus `images/base/packages.txt`), imported with
+  `docker import`, tagged `splitlab-base:<hash of its inputs>` so it is rebuilt only when they change. The
+  Debian mirror is read from the host's apt configuration (or `DEBIAN_MIRROR`) at build time.
+- Node image: `images/node/Dockerfile` on top of the base, with the node package and its Python dependencies
+  (the `node` extra of pyproject.toml) unpacked on the host from wheels, so the build itself needs no network.
+  Tagged `splitlab-node:<hash>` and `splitlab-node:latest`.
+
+`BASE_IMAGE=python:3.11-slim` skips debootstrap for users who have a registry; `SPLITLAB_NODE_IMAGE=<tag>`
+makes runs use that image instead of the one for the current sources.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from chaos.host.proc import run
+from node.errors import CommandFailed, EnvironmentProblem
+
+REPO = Path(__file__).resolve().parents[2]
+SUITE = "bookworm"
+VARIANT = "minbase"
+RECIPE_VERSION = "1"  # bump when the base recipe changes in a way the hashed inputs do not show
+TRIM_PATHS = ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc", "usr/share/man", "usr/share/info",
+              "usr/share/locale")
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+NODE_REPO = "splitlab-node"
+BASE_REPO = "splitlab-base"
+
+Log = Callable[[str], None]
+
+
+def _sha(parts: list[bytes]) -> str:
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(len(part).to_bytes(8, "big"))
+        digest.update(part)
+    return digest.hexdigest()[:12]
+
+
+def base_packages(repo: Path = REPO) -> list[str]:
+    text = (repo / "images/base/packages.txt").read_text()
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def node_dependencies(repo: Path = REPO) -> list[str]:
+    """The node's runtime dependencies: the `node` extra of pyproject.toml."""
+    with open(repo / "pyproject.toml", "rb") as fh:
+        project = tomllib.load(fh)["project"]
+    return list(project["optional-dependencies"]["node"])
+
+
+def base_tag(repo: Path = REPO) -> str:
+    """The base image to build on: $BASE_IMAGE if set, else `splitlab-base:<hash of the recipe>`."""
+    if os.environ.get("BASE_IMAGE"):
+        return os.environ["BASE_IMAGE"]
+    inputs = [RECIPE_VERSION, SUITE, VARIANT, *TRIM_PATHS, *base_packages(repo)]
+    return f"{BASE_REPO}:{_sha([s.encode() for s in inputs])}"
+
+
+def _node_sources(repo: Path) -> list[Path]:
+    return sorted(p for p in (repo / "node").rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def node_tag(repo: Path = REPO) -> str:
+    """`splitlab-node:<hash>` of the base tag, the Dockerfile, the node's dependencies and its sources."""
+    parts = [base_tag(repo).encode(), (repo / "images/node/Dockerfile").read_bytes(),
+             "\n".join(node_dependencies(repo)).encode()]
+    for path in _node_sources(repo):
+        parts += [str(path.relative_to(repo)).encode(), path.read_bytes()]
+    return f"{NODE_REPO}:{_sha(parts)}"
+
+
+def node_image(repo: Path = REPO) -> str:
+    """The node image a run uses: $SPLITLAB_NODE_IMAGE if set (pin an image while editing), else `node_tag()`."""
+    return os.environ.get("SPLITLAB_NODE_IMAGE") or node_tag(repo)
+
+
+def image_exists(tag: str) -> bool:
+    return run(["docker", "image", "inspect", tag], check=False).returncode == 0
+
+
+def debian_mirror(apt_dir: Path = Path("/etc/apt")) -> str:
+    """The host's Debian archive mirror from its apt sources (one-line or deb822), or $DEBIAN_MIRROR.
+
+    Raises `EnvironmentProblem` when none is configured.
+    """
+    if os.environ.get("DEBIAN_MIRROR"):
+        return os.environ["DEBIAN_MIRROR"]
+    candidates: list[tuple[str, list[str]]] = []
+    files = [apt_dir / "sources.list", *sorted((apt_dir / "sources.list.d").glob("*.list")),
+             *sorted((apt_dir / "sources.list.d").glob("*.sources"))]
+    for path in files:
+        if not path.is_file():
+            continue
+        text = path.read_text(errors="replace")
+        if path.suffix == ".sources":
+            for stanza in text.split("\n\n"):
+                fields: dict[str, str] = {}
+                for line in stanza.splitlines():
+                    if line.startswith("#") or ":" not in line or line.startswith(" "):
+                        continue
+                    key, _, value = line.partition(":")
+                    fields[key.strip().lower()] = value.strip()
+                if "deb" in fields.get("types", "").split() and fields.get("enabled", "yes") != "no":
+                    for uri in fields.get("uris", "").split():
+                        candidates.append((uri, fields.get("suites", "").split()))
+        else:
+            for line in text.splitlines():
+                words = line.split("#", 1)[0].split()
+                if len(words) >= 3 and words[0] == "deb":
+                    words = [w for w in words if not w.startswith("[")]
+                    candidates.append((words[1], words[2:3]))
+    for uri, suites in candidates:
+        if "security" in uri:
+            continue
+        if any("-" not in suite for suite in suites) and uri.rstrip("/").endswith("/debian"):
+            return uri
+    raise EnvironmentProblem("no Debian archive mirror found in the host's apt sources",
+                             hint="set DEBIAN_MIRROR=<mirror URL>, or BASE_IMAGE=python:3.11-slim if you have a registry")
+
+
+def build_base(log: Log, repo: Path = REPO) -> str:
+    """Build the base image unless it exists; returns its tag. Needs root and debootstrap."""
+    tag = base_tag(repo)
+    if os.environ.get("BASE_IMAGE"):
+        log(f"base image: {tag} (from BASE_IMAGE)")
+        return tag
+    if image_exists(tag):
+        log(f"base image: {tag} (up to date)")
+        return tag
+    if os.geteuid() != 0:
+        raise EnvironmentProblem("building the base image with debootstrap needs root",
+                                 hint="run 'sudo make images', or set BASE_IMAGE=python:3.11-slim")
+    mirror = debian_mirror()
+    log(f"base image: building {tag} with debootstrap {SUITE} ({VARIANT}) ...")
+    root = Path(tempfile.mkdtemp(prefix="splitlab-base-"))
+    try:
+        run(["debootstrap", f"--variant={VARIANT}", f"--include={','.join(base_packages(repo))}", SUITE, str(root),
+             mirror], timeout_s=1800, hint="install debootstrap (apt-get install debootstrap) and check the mirror")
+        for rel in TRIM_PATHS:
+            target = root / rel
+            if target.is_dir():
+                for child in target.iterdir():
+                    if child.is_dir() and not child.is_symlink():
+                        shutil.rmtree(child)
+                    else:
+                        child.unlink()
+        tar = subprocess.Popen(["tar", "-C", str(root), "--numeric-owner", "-c", "."], stdout=subprocess.PIPE)
+        imported = subprocess.run(["docker", "import", "--change", f"ENV PATH={DEFAULT_PATH}",
+                                   "--change", 'CMD ["python3"]', "-", tag],
+                                  stdin=tar.stdout, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        tar.stdout.close()
+        if tar.wait() != 0 or imported.returncode != 0:
+            raise CommandFailed(["docker", "import", "-", tag], imported.returncode, imported.stdout)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    log(f"base image: built {tag}")
+    return tag
+
+
+def _prepare_node_context(ctx: Path, repo: Path, log: Log) -> None:
+    deps = node_dependencies(repo)
+    if sys.version_info[:2] != (3, 11):
+        raise EnvironmentProblem(f"the node image's wheels are built with the controller's Python, which is "
+                                 f"{sys.version.split()[0]}; it must be 3.11 like the image's",
+                                 hint="create the virtual environment with python3.11 (make clean; make test)")
+    wheels = repo / ".build" / "wheels" / _sha([d.encode() for d in deps])
+    if not wheels.is_dir() or not any(wheels.iterdir()):
+        log(f"node image: downloading wheels for {', '.join(deps)}")
+        wheels.mkdir(parents=True, exist_ok=True)
+        run([sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--dest", str(wheels), *deps],
+            timeout_s=600, hint="PyPI must be reachable to fetch the node's wheels")
+    run([sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--find-links", str(wheels),
+         "--only-binary=:all:", "--no-compile", "--target", str(ctx / "site"), *deps], timeout_s=600)
+    shutil.copytree(repo / "node", ctx / "node", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copy(repo / "images/node/Dockerfile", ctx / "Dockerfile")
+
+
+def build_node(log: Log, repo: Path = REPO) -> str:
+    """Build the node image unless an image for the current inputs exists; returns its tag."""
+    tag = node_tag(repo)
+    if image_exists(tag):
+        log(f"node image: {tag} (up to date)")
+        return tag
+    base = base_tag(repo)
+    if not os.environ.get("BASE_IMAGE") and not image_exists(base):
+        raise EnvironmentProblem(f"base image {base} is missing", hint="run 'make images'")
+    ctx = Path(tempfile.mkdtemp(prefix="splitlab-node-ctx-"))
+    try:
+        _prepare_node_context(ctx, repo, log)
+        log(f"node image: building {tag} on {base}")
+        run(["docker", "build", "--quiet", "--build-arg", f"BASE_IMAGE={base}", "-t", tag, "-t", f"{NODE_REPO}:latest",
+             str(ctx)], timeout_s=900)
+    finally:
+        shutil.rmtree(ctx, ignore_errors=True)
+    log(f"node image: built {tag}")
+    return tag
+
+
+def build_all(log: Log, repo: Path = REPO) -> str:
+    """Build what is missing; returns the node image tag."""
+    build_base(log, repo)
+    return build_node(log, repo)
+
+
+@dataclass(frozen=True)
+class ImageStatus:
+    tag: str
+    present: bool
+
+
+def status(repo: Path = REPO) -> list[ImageStatus]:
+    """Whether the images for the current inputs exist (for `doctor`)."""
+    tags = [base_tag(repo), node_tag(repo)]
+    return [ImageStatus(t, image_exists(t)) for t in tags]

@@ -1,0 +1,314 @@
+"""Cluster lifecycle on Docker Compose: `up` a run of N nodes, wait until all hear all, `down` it, list runs.
+
+A run owns: the compose project `splitlab-<run>`, its containers and its two networks (all labelled
+`splitlab.run=<run>`), and the directory `runs/<run>/` (history, compose file, run.json). `down` removes the
+containers and networks and keeps the directory. Whatever fails during `up` removes what it started.
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import docker
+import docker.errors
+
+from chaos.cluster import compose, images
+from chaos.cluster.naming import LABEL_NODE, LABEL_RUN, check_run_id, container_name, new_run_id, node_names, project_name
+from chaos.host.netns import Netns, target
+from chaos.cluster.client import NodeClient
+from chaos.host.proc import run
+from node.config import CONTROL_PORT
+from node.errors import CommandFailed, EnvironmentProblem, UsageError
+
+LABEL_DIR = "splitlab.dir"
+Log = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+def docker_client() -> docker.DockerClient:
+    """A Docker SDK client; raises `EnvironmentProblem` when the engine does not answer."""
+    try:
+        client = docker.from_env(timeout=60)
+        client.ping()
+        return client
+    except docker.errors.DockerException as exc:
+        raise EnvironmentProblem(f"Docker engine not reachable: {exc}",
+                                 hint="start it (systemctl start docker / service docker start) and check "
+                                      "DOCKER_HOST") from None
+
+
+def compose_command() -> list[str]:
+    """`docker compose` (v2) when present, else `docker-compose` (v1). Raises `EnvironmentProblem`."""
+    if shutil.which("docker") and run(["docker", "compose", "version"], check=False).returncode == 0:
+        return ["docker", "compose"]
+    if shutil.which("docker-compose"):
+        return ["docker-compose"]
+    raise EnvironmentProblem("no Docker Compose found (neither 'docker compose' nor 'docker-compose')",
+                             hint="apt-get install docker-compose (v1) or the docker-compose-plugin (v2)")
+
+
+def runs_root() -> Path:
+    """Where run directories go: $SPLITLAB_RUNS_DIR, else ./runs."""
+    return Path(os.environ.get("SPLITLAB_RUNS_DIR", "runs")).resolve()
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    name: str
+    container: str
+    data_ip: str
+    control_ip: str
+    pid: int
+
+    @property
+    def control_url(self) -> str:
+        return f"http://{self.control_ip}:{CONTROL_PORT}"
+
+
+@dataclass
+class Cluster:
+    """A running run: its id, directory, token and nodes."""
+
+    run_id: str
+    run_dir: Path
+    token: str
+    nodes: list[NodeInfo]
+
+    def client(self, node: str) -> NodeClient:
+        for info in self.nodes:
+            if info.name == node:
+                return NodeClient(info.name, info.control_url, self.token)
+        raise UsageError(f"run {self.run_id} has no node {node!r}; nodes: {', '.join(self.names)}")
+
+    @property
+    def names(self) -> list[str]:
+        return [n.name for n in self.nodes]
+
+    def node(self, name: str) -> NodeInfo:
+        for info in self.nodes:
+            if info.name == name:
+                return info
+        raise UsageError(f"run {self.run_id} has no node {name!r}; nodes: {', '.join(self.names)}")
+
+    def hearing(self) -> dict[str, set[str]]:
+        """Who hears whom right now, from every node's control API."""
+        return {n.name: self.client(n.name).hears() for n in self.nodes}
+
+    def all_hear_all(self) -> bool:
+        names = set(self.names)
+        return all(heard == names - {node} for node, heard in self.hearing().items())
+
+
+def _node_infos(client: docker.DockerClient, run_id: str) -> list[NodeInfo]:
+    infos = []
+    project = project_name(run_id)
+    for ctr in client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={run_id}"}):
+        nets = ctr.attrs["NetworkSettings"]["Networks"]
+        data = nets.get(f"{project}_data", {}).get("IPAddress", "")
+        control = nets.get(f"{project}_control", {}).get("IPAddress", "")
+        infos.append(NodeInfo(ctr.labels.get(LABEL_NODE, ctr.name), ctr.name, data, control,
+                              int(ctr.attrs["State"].get("Pid") or 0)))
+    return sorted(infos, key=lambda n: (len(n.name), n.name))
+
+
+def _prepare_run_dir(run_dir: Path) -> None:
+    events = run_dir / "events"
+    events.mkdir(parents=True, exist_ok=False)
+    # The node runs as an unprivileged user and appends its history into this bind mount.
+    if os.geteuid() == 0:
+        os.chown(events, compose.NODE_UID, compose.NODE_UID)
+    else:
+        events.chmod(0o777)
+
+
+def up(count: int, *, log: Log = _quiet, wait_timeout_s: float = 60, node_env: dict[str, dict[str, str]] | None = None,
+       runs_dir: Path | None = None, run_id: str | None = None) -> Cluster:
+    """Start a run of `count` nodes and wait until every node hears every other one.
+
+    Raises `UsageError` for bad input, `EnvironmentProblem` when Docker, compose or the images are missing or
+    the nodes do not come up (with the logs of the nodes that did not); nothing half-started is left behind.
+    """
+    names = node_names(count)
+    client = docker_client()
+    compose_cmd = compose_command()
+    image = images.node_image()
+    if not images.image_exists(image):
+        raise EnvironmentProblem(f"node image {image} is not built", hint="run 'make images' (or 'splitlab images')")
+    run_id = check_run_id(run_id) if run_id else new_run_id()
+    clash = [c.name for c in client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={run_id}"})]
+    clash += [n for n in (container_name(run_id, x) for x in names) if _container_exists(client, n)]
+    if clash:
+        raise UsageError(f"run {run_id} already has containers: {', '.join(sorted(set(clash)))}",
+                         hint="choose another run id or 'splitlab down --run-id " + run_id + "'")
+    run_dir = (runs_dir or runs_root()) / run_id
+    if run_dir.exists():
+        raise UsageError(f"run directory {run_dir} already exists", hint="choose another run id")
+    token = secrets.token_hex(16)
+    _prepare_run_dir(run_dir)
+    document = compose.render(run_id, names, image, str(run_dir), token, node_env)
+    for svc in document["services"].values():
+        svc["labels"][LABEL_DIR] = str(run_dir)
+    compose_file = run_dir / "docker-compose.yml"
+    compose_file.write_text(compose.dump(document))
+    meta = {"run_id": run_id, "nodes": names, "image": image, "created_s": time.time(),
+            "compose_file": str(compose_file)}
+    (run_dir / "run.json").write_text(json.dumps(meta, indent=2))
+    token_file = run_dir / "token"
+    token_file.write_text(token)
+    token_file.chmod(0o600)
+    log(f"run {run_id}: starting {count} node(s) from {image}")
+    try:
+        run([*compose_cmd, "-p", project_name(run_id), "-f", str(compose_file), "up", "-d", "--no-build"],
+            timeout_s=300, hint="see the compose output above")
+        cluster = Cluster(run_id, run_dir, token, _node_infos(client, run_id))
+        _wait_all_hear(client, cluster, wait_timeout_s, log)
+    except BaseException:
+        log(f"run {run_id}: start failed, removing what was started")
+        _remove(client, run_id, compose_cmd, compose_file)
+        raise
+    log(f"run {run_id}: all {count} node(s) hear each other")
+    return cluster
+
+
+def _container_exists(client: docker.DockerClient, name: str) -> bool:
+    try:
+        client.containers.get(name)
+        return True
+    except docker.errors.NotFound:
+        return False
+
+
+def _wait_all_hear(client: docker.DockerClient, cluster: Cluster, timeout_s: float, log: Log) -> None:
+    names = set(cluster.names)
+    deadline = time.monotonic() + timeout_s
+    last: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        for info in cluster.nodes:
+            try:
+                last[info.name] = cluster.client(info.name).hears()
+            except EnvironmentProblem as exc:
+                last[info.name] = exc
+        if all(isinstance(h, set) and h == names - {n} for n, h in last.items()):
+            return
+        time.sleep(0.25)
+    lagging = [n for n, h in last.items() if not (isinstance(h, set) and h == names - {n})]
+    logs = []
+    for node in lagging:
+        try:
+            text = client.containers.get(container_name(cluster.run_id, node)).logs(tail=30).decode(errors="replace")
+        except docker.errors.DockerException as exc:
+            text = f"(no logs: {exc})"
+        detail = last[node] if isinstance(last[node], Exception) else f"hears {sorted(last[node])}"
+        logs.append(f"--- {node}: {detail}\n{text.rstrip()}")
+    raise EnvironmentProblem(f"run {cluster.run_id}: nodes {', '.join(lagging)} did not hear all others within "
+                             f"{timeout_s:g} s\n" + "\n".join(logs),
+                             hint="check the node logs above; 'splitlab doctor' checks the machine")
+
+
+def load(run_id: str) -> Cluster:
+    """The cluster of a running run. Raises `UsageError` when no such run exists."""
+    check_run_id(run_id)
+    client = docker_client()
+    nodes = _node_infos(client, run_id)
+    if not nodes:
+        raise UsageError(f"no run {run_id!r}", hint="see 'splitlab ps'")
+    run_dir = Path(client.containers.get(nodes[0].container).labels.get(LABEL_DIR, runs_root() / run_id))
+    try:
+        token = (run_dir / "token").read_text().strip()
+    except OSError as exc:
+        raise EnvironmentProblem(f"run {run_id}: cannot read its token in {run_dir}: {exc}") from None
+    return Cluster(run_id, run_dir, token, nodes)
+
+
+def _remove(client: docker.DockerClient, run_id: str, compose_cmd: list[str], compose_file: Path | None) -> None:
+    if compose_file is not None and compose_file.is_file():
+        try:
+            run([*compose_cmd, "-p", project_name(run_id), "-f", str(compose_file), "down", "--timeout", "10",
+                 "--remove-orphans"], timeout_s=180)
+        except CommandFailed:
+            pass  # the label sweep below removes whatever compose could not
+    for ctr in client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={run_id}"}):
+        ctr.remove(force=True)
+    for net in client.networks.list(filters={"label": f"{LABEL_RUN}={run_id}"}):
+        net.remove()
+
+
+def down(run_id: str, log: Log = _quiet) -> None:
+    """Remove exactly the containers and networks of `run_id` (the run directory stays).
+
+    Raises `UsageError` when nothing of that run exists.
+    """
+    check_run_id(run_id)
+    client = docker_client()
+    ctrs = client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={run_id}"})
+    nets = client.networks.list(filters={"label": f"{LABEL_RUN}={run_id}"})
+    if not ctrs and not nets:
+        raise UsageError(f"no run {run_id!r}", hint="see 'splitlab ps'")
+    compose_file = None
+    if ctrs:
+        run_dir = Path(ctrs[0].labels.get(LABEL_DIR, ""))
+        compose_file = run_dir / "docker-compose.yml"
+        from chaos.host.heal import heal_run  # heal first: shaper processes and paused nodes go before the containers
+
+        heal_run(run_dir, run_id, log=log, missing_ok=True)
+    _remove(client, run_id, compose_command(), compose_file)
+    log(f"run {run_id}: removed {len(ctrs)} container(s) and {len(nets)} network(s)")
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    run_id: str
+    nodes: int
+    running: int
+    run_dir: str
+
+
+def ps() -> list[RunSummary]:
+    """Every run that has containers or networks on this engine."""
+    client = docker_client()
+    runs: dict[str, list[Any]] = {}
+    for ctr in client.containers.list(all=True, filters={"label": LABEL_RUN}):
+        runs.setdefault(ctr.labels[LABEL_RUN], []).append(ctr)
+    for net in client.networks.list(filters={"label": LABEL_RUN}):
+        runs.setdefault(net.attrs["Labels"][LABEL_RUN], [])
+    out = []
+    for run_id, ctrs in sorted(runs.items()):
+        run_dir = ctrs[0].labels.get(LABEL_DIR, "") if ctrs else ""
+        out.append(RunSummary(run_id, len(ctrs), sum(c.status == "running" for c in ctrs), run_dir))
+    return out
+
+
+def resolve_run_id(run_id: str | None) -> str:
+    """`run_id` if given, else the only run there is. Raises `UsageError` when that is ambiguous or empty."""
+    if run_id:
+        return check_run_id(run_id)
+    runs = ps()
+    if len(runs) == 1:
+        return runs[0].run_id
+    if not runs:
+        raise UsageError("no splitlab run exists", hint="start one with 'splitlab up'")
+    raise UsageError(f"{len(runs)} runs exist ({', '.join(r.run_id for r in runs)}); say which with --run-id")
+
+
+def as_dict(cluster: Cluster) -> dict[str, Any]:
+    return {"run_id": cluster.run_id, "run_dir": str(cluster.run_dir),
+            "nodes": [dict(asdict(n), control_url=n.control_url) for n in cluster.nodes]}
+
+
+def namespaces(cluster: Cluster) -> dict[str, Netns]:
+    """Every node's network namespace, after the labelling and host-namespace refusals of `chaos.host.netns`."""
+    client = docker_client()
+    out = {}
+    for info in cluster.nodes:
+        ctr = client.containers.get(info.container)
+        out[info.name] = target(info.name, int(ctr.attrs["State"].get("Pid") or 0), ctr.labels, cluster.run_id)
+    return out

@@ -1,0 +1,103 @@
+"""Acting inside a container's network namespace from the host.
+
+The controller runs as root on the host and enters a node's network namespace through the container's PID
+(`nsenter -t PID -n`). It refuses any PID whose namespace is the host's own, and any container that is not
+labelled by splitlab (see `target`).
+
+`Netns.socket` opens a socket *inside* the namespace from this very process (setns(2) on the calling thread,
+then back), so probes, injection and capture need no helper process: a socket stays in the namespace it was
+created in.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import socket
+import subprocess
+import threading
+from dataclasses import dataclass
+from typing import Sequence
+
+from chaos.host.proc import run
+from node.errors import EnvironmentProblem, UsageError
+
+
+def _netns_inode(pid: int | str) -> int:
+    try:
+        return os.stat(f"/proc/{pid}/ns/net").st_ino
+    except OSError as exc:
+        raise EnvironmentProblem(f"cannot read the network namespace of pid {pid}: {exc}",
+                                 hint="the controller must run as root on the Docker host") from None
+
+
+@dataclass(frozen=True)
+class Netns:
+    """The network namespace of a splitlab node container, entered through `pid`."""
+
+    node: str
+    pid: int
+
+    def exec(self, argv: Sequence[str], input_text: str | None = None, check: bool = True,
+             timeout_s: float = 30) -> subprocess.CompletedProcess[str]:
+        """Run `argv` inside this namespace. Raises `CommandFailed` on failure when `check`."""
+        return run(["nsenter", "-t", str(self.pid), "-n", *argv], input_text=input_text, check=check,
+                   timeout_s=timeout_s)
+
+    @property
+    def inode(self) -> int:
+        """The inode of this namespace (it identifies the namespace; a restarted container gets a new one)."""
+        return _netns_inode(self.pid)
+
+    def socket(self, family: int, type_: int, proto: int = 0) -> socket.socket:
+        """A socket created inside this namespace. Raises `EnvironmentProblem` when setns(2) fails."""
+        return socket_in(self.pid, family, type_, proto)
+
+
+_CLONE_NEWNET = 0x40000000
+_setns_lock = threading.Lock()
+
+
+def _setns(fd: int) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.setns(fd, _CLONE_NEWNET) != 0:
+        err = ctypes.get_errno()
+        raise EnvironmentProblem(f"setns(2) into a network namespace failed: {os.strerror(err)}",
+                                 hint="the controller must run as root on the Docker host")
+
+
+def socket_in(pid: int, family: int, type_: int, proto: int = 0) -> socket.socket:
+    """A socket created in the network namespace of `pid`; the calling thread returns to its own namespace.
+
+    Python 3.11 has no os.setns, hence ctypes. Raises `EnvironmentProblem`.
+    """
+    with _setns_lock:
+        try:
+            own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+            target_fd = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
+        except OSError as exc:
+            raise EnvironmentProblem(f"cannot open the network namespace of pid {pid}: {exc}") from None
+        try:
+            _setns(target_fd)
+            try:
+                return socket.socket(family, type_, proto)
+            finally:
+                _setns(own)
+        finally:
+            os.close(own)
+            os.close(target_fd)
+
+
+def target(node: str, pid: int, labels: dict[str, str], run_id: str) -> Netns:
+    """A `Netns` for a container with `labels` and `pid`, after refusing what splitlab must not touch.
+
+    Raises `UsageError` for a container not labelled with this run, and `EnvironmentProblem` for a PID that is
+    not running or whose network namespace is the host's own.
+    """
+    if labels.get("splitlab.run") != run_id:
+        raise UsageError(f"refusing container {node!r}: it is not labelled splitlab.run={run_id}",
+                         hint="splitlab only touches containers it started")
+    if pid <= 0:
+        raise EnvironmentProblem(f"node {node} is not running (no PID)", hint="start it first")
+    if _netns_inode(pid) == _netns_inode("self"):
+        raise UsageError(f"refusing node {node}: pid {pid} shares the host's network namespace")
+    return Netns(node, pid)

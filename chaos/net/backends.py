@@ -1,0 +1,46 @@
+"""Which link-fault backend serves a fault: `netem` (tc, where sch_netem exists), else `nfqueue` (the userspace
+shaper), else `iptables` (statistic loss; pure loss only). The kernel is probed once per process."""
+from __future__ import annotations
+
+from typing import Mapping
+
+from chaos.faults.grudge import LinkFault
+from node.errors import EnvironmentProblem, UsageError
+
+BACKENDS = ("netem", "nfqueue", "iptables")
+_caps: dict[str, tuple[bool, str]] = {}
+
+
+def capabilities() -> dict[str, tuple[bool, str]]:
+    """Which link-fault backends this kernel offers: name -> (available, detail). Probed once per process."""
+    if not _caps:
+        from chaos.cluster import doctor
+
+        netem_check = doctor.check_netem(doctor.system_probe)
+        nfq_check = doctor.check_nfqueue(doctor.system_probe, doctor.nfqueue_binding_error())
+        nfq_ok, nfq_detail = nfq_check.ok, nfq_check.detail
+        _caps.update(netem=(netem_check.ok, netem_check.detail), nfqueue=(nfq_ok, nfq_detail),
+                     iptables=(True, "iptables statistic (pure loss only, kernel RNG: not seeded)"))
+    return dict(_caps)
+
+
+def choose_backend(fault: LinkFault, forced: str | None, caps: Mapping[str, tuple[bool, str]]) -> str:
+    """The backend for one link fault. Raises `UsageError` / `EnvironmentProblem` when it cannot be served."""
+    if forced is not None:
+        if forced not in BACKENDS:
+            raise UsageError(f"unknown backend {forced!r}; use one of {', '.join(BACKENDS)}")
+        if forced == "iptables" and not fault.only_loss:
+            raise UsageError(f"backend iptables serves pure loss only, asked {fault.as_dict()}",
+                             hint="use --backend nfqueue (or netem where the kernel has it)")
+        ok, detail = caps[forced]
+        if not ok:
+            raise EnvironmentProblem(f"backend {forced} is not available here: {detail}",
+                                     hint="'splitlab doctor' lists the fault backends of this machine")
+        return forced
+    for name in ("netem", "nfqueue"):
+        if caps[name][0]:
+            return name
+    if fault.only_loss:
+        return "iptables"
+    raise EnvironmentProblem(f"no backend can apply {fault.as_dict()}: no sch_netem ({caps['netem'][1]}) and no "
+                             f"NFQUEUE ({caps['nfqueue'][1]})", hint="'splitlab doctor' says what is missing")

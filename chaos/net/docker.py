@@ -1,0 +1,501 @@
+"""The network-fault interface of one run: verbs in pairs, backends chosen by probing the kernel.
+
+    partition(grudge) / heal()          iptables drops on the receivers' INPUT (chaos.net.partition)
+    slow(delay_ms, jitter_ms) / fast()  link faults on the senders' data traffic toward given peers
+    flaky(loss_pct)                     (fast() also ends flaky, shape and message faults)
+    shape(link_matrix)                  the whole per-link matrix at once
+    msg_fault(rule)                     protocol-aware faults on one message type (NFQUEUE shaper)
+    pause(node) / resume(node)          docker pause (cgroup freezer) or SIGSTOP/SIGCONT
+    kill(node) / start(node)            docker kill (SIGKILL) / docker start
+    restart(node)                       kill, then start at once (faults re-applied to the new namespace)
+    heal_all()                          undo everything the ledger lists (also what other processes applied)
+
+Link-fault backends: `netem` (tc, where sch_netem exists), else `nfqueue` (the userspace shaper), else
+`iptables` (statistic loss; pure loss only). `backend=` forces one; every verb logs which one served it.
+Everything applied is recorded in the run's ledger first (chaos.host.ledger); the link state lives in
+`runs/<run>/chaos/state.json` so that separate CLI invocations compose (slow, then flaky, keeps both).
+Faults are scoped to data-network addresses: the control network is never shaped or cut.
+
+Every verb appends `fault_start` (and its pair `fault_end`; `heal_all` a `heal`) to
+`runs/<run>/events/controller.jsonl` with `applied_ts` and, for partitions and heals, `effective_ts`: when UDP
+probes between the namespaces first saw the change in effect. One `seed` drives every random choice (shaper
+RNGs, random topologies).
+
+Used as a context manager, `Net` heals everything on exit.
+"""
+from __future__ import annotations
+
+import json
+import random
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from chaos.cluster import lifecycle as clusters
+from chaos.faults import grudge as grudges
+from chaos.net import partition
+from chaos.net.base import WallClock
+from chaos.net.backends import BACKENDS, capabilities, choose_backend
+from chaos.wire import probe
+from chaos.faults.grudge import Grudge, LinkFault, LinkMatrix
+from chaos.host.heal import heal_run
+from chaos.host.history import ControllerHistory
+from chaos.host.ledger import Entry, Ledger, namespace_gone
+from chaos.host.netns import Netns
+from chaos.host.proc import run
+from chaos.net.shaper import control as shaper_control
+from chaos.net import netem, statloss
+from chaos.faults.msgrules import MsgRule
+from chaos.net.shaper.spec import ShaperSpec, derive_seed
+from chaos.cluster.client import NodeClient
+from node.errors import EnvironmentProblem, UsageError
+from node.wire import cluster_id_of
+
+LINK_GROUPS = (shaper_control.GROUP, netem.GROUP, statloss.GROUP)
+PROCESS_GROUP = "process"
+Log = Callable[[str], None]
+
+
+class DockerNet:
+    """Network and process faults on one running cluster (the `chaos.net.base.Net` of containers). See the module
+    docstring."""
+
+    backend = "docker"
+
+    def __init__(self, cluster: clusters.Cluster, *, seed: int = 0, backend: str | None = None,
+                 log: Log = lambda _: None, verify: bool = True) -> None:
+        if backend is not None and backend not in BACKENDS:
+            raise UsageError(f"unknown backend {backend!r}; use one of {', '.join(BACKENDS)}")
+        self.cluster = cluster
+        self.run_id = cluster.run_id
+        self.seed = seed
+        self.rng = random.Random(derive_seed(seed, "topologies"))
+        self.link_backend = backend  # a forced link-fault backend (None: probed)
+        self.log = log
+        self.verify = verify
+        self.ledger = Ledger(cluster.run_dir)
+        self.history = ControllerHistory(cluster.run_dir, self.run_id)
+        self.run_dir = cluster.run_dir
+        self.cluster_id = cluster_id_of(self.run_id)
+        self.state_path = cluster.run_dir / "chaos" / "state.json"
+        self._namespaces: dict[str, Netns] | None = None
+        self._load_state()
+
+    # --- state ------------------------------------------------------------------------------------------------
+    def _load_state(self) -> None:
+        self.grudge: Grudge = {}
+        self.links: dict[tuple[str, str], tuple[LinkFault, str]] = {}
+        self.rules: list[MsgRule] = []
+        self.active: dict[str, dict[str, Any]] = {}  # fault_id -> {kind, detail}
+        try:
+            data = json.loads(self.state_path.read_text())
+        except FileNotFoundError:
+            return
+        except (OSError, json.JSONDecodeError) as exc:
+            raise EnvironmentProblem(f"cannot read the chaos state {self.state_path}: {exc}",
+                                     hint="'splitlab heal' removes every fault and the state") from None
+        applied = {e.group for e in self.ledger.outstanding()}
+        if partition.GROUP in applied:
+            self.grudge = {k: frozenset(v) for k, v in data.get("grudge", {}).items()}
+        if applied & set(LINK_GROUPS):
+            self.links = {(s, d): (LinkFault(**f), b) for s, d, f, b in data.get("links", [])}
+            self.rules = [MsgRule(**r) for r in data.get("rules", [])]
+        self.active = data.get("active", {}) if applied else {}
+
+    def _save_state(self) -> None:
+        data = {"grudge": {k: sorted(v) for k, v in self.grudge.items()},
+                "links": [[s, d, f.as_dict(), b] for (s, d), (f, b) in sorted(self.links.items())],
+                "rules": [asdict(r) for r in self.rules], "active": self.active}
+        self.state_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=1))
+        tmp.replace(self.state_path)
+
+    @property
+    def nodes(self) -> list[str]:
+        return self.cluster.names
+
+    @property
+    def namespaces(self) -> dict[str, Netns]:
+        if self._namespaces is None:
+            self._namespaces = clusters.namespaces(self.cluster)
+        return self._namespaces
+
+    def client(self, node: str) -> NodeClient:
+        """The control-API client of `node` (its current container, also after a restart)."""
+        return self.cluster.client(node)
+
+    def node_state(self, node: str) -> dict[str, Any] | None:
+        """`node`'s /state, None when it does not answer (down, paused or restarting)."""
+        try:
+            return self.cluster.client(node).state()
+        except EnvironmentProblem:
+            return None
+
+    def record(self, type_: str, **fields: Any) -> None:
+        """Append an event to the run's controller history."""
+        self.history.emit(type_, **fields)
+
+    def is_active(self, fault_id: str) -> bool:
+        return fault_id in self.active
+
+    def clock(self, wait: Callable[[float, str], None]) -> WallClock:
+        return WallClock(wait, self.log)
+
+    def _endpoints(self) -> dict[str, probe.Endpoint]:
+        return {n.name: probe.Endpoint(n.name, n.pid, n.data_ip) for n in self.cluster.nodes}
+
+    def _refresh(self) -> None:
+        """Re-read the nodes (a restarted container has a new PID, namespace and maybe address)."""
+        self.cluster = clusters.Cluster(self.run_id, self.cluster.run_dir, self.cluster.token,
+                                        clusters.load(self.run_id).nodes)
+        self._namespaces = None
+
+    # --- events -----------------------------------------------------------------------------------------------
+    def _start_fault(self, kind: str, detail: dict[str, Any], applied_ts: float, effective_ts: float | None) -> str:
+        fault_id = f"{kind}-{uuid.uuid4().hex[:8]}"
+        self.active[fault_id] = {"kind": kind, "detail": detail, "applied_ts": applied_ts}
+        self._save_state()
+        self.history.emit("fault_start", fault_id=fault_id, kind=kind, detail=detail, applied_ts=applied_ts,
+                          effective_ts=effective_ts)
+        return fault_id
+
+    def _end_faults(self, kinds: Iterable[str], applied_ts: float, effective_ts: float | None,
+                    only: Callable[[dict[str, Any]], bool] = lambda _: True) -> None:
+        kinds = set(kinds)
+        for fault_id, info in list(self.active.items()):
+            if info["kind"] in kinds and only(info):
+                del self.active[fault_id]
+                self.history.emit("fault_end", fault_id=fault_id, kind=info["kind"], applied_ts=applied_ts,
+                                  effective_ts=effective_ts)
+        self._save_state()
+
+    # --- partitions -------------------------------------------------------------------------------------------
+    def _expected_reach(self, grudge: Mapping[str, Iterable[str]]) -> dict[tuple[str, str], bool]:
+        cut = grudges.cut_links(grudge)
+        return {(a, b): (a, b) not in cut for a in self.nodes for b in self.nodes if a != b}
+
+    def _effective(self, expected: dict[tuple[str, str], bool]) -> float | None:
+        if not self.verify:
+            return None
+        when = probe.wait_for(self._endpoints(), expected)
+        if when is None:
+            bad = {p for p, ok in probe.reachability(self._endpoints(), list(expected)).items() if ok != expected[p]}
+            raise EnvironmentProblem(f"run {self.run_id}: the network did not reach the intended state within 5 s; "
+                                     f"probes disagree on {', '.join(f'{a}->{b}' for a, b in sorted(bad))}",
+                                     hint="'splitlab heal' removes every fault")
+        return when
+
+    def partition(self, grudge: Mapping[str, Iterable[str]] | str) -> str:
+        """Cut the data traffic a grudge names (a string is parsed by `chaos.faults.grudge.parse_grudge`); replaces
+        the current partition. Returns the fault id. Raises `UsageError` for a bad grudge."""
+        if isinstance(grudge, str):
+            grudge = grudges.parse_grudge(grudge, self.nodes, self.rng)
+        grudges.check_grudge(grudge, self.nodes)
+        grudge = grudges.union(grudge)
+        data_ips = {n.name: n.data_ip for n in self.cluster.nodes}
+        partition.apply(self.ledger, self.run_id, grudge, self.namespaces, data_ips)
+        applied_ts = time.time()
+        self.grudge = grudge
+        effective_ts = self._effective(self._expected_reach(grudge))
+        self.log(f"partition {grudges.describe(grudge)}: backend iptables")
+        self._end_faults(["partition"], applied_ts, effective_ts)
+        return self._start_fault("partition", {"grudge": {k: sorted(v) for k, v in grudge.items()}},
+                                 applied_ts, effective_ts)
+
+    def heal(self) -> None:
+        """End the partition (link faults stay: that is `fast`)."""
+        partition.heal(self.ledger, self.run_id)
+        applied_ts = time.time()
+        self.grudge = {}
+        effective_ts = self._effective(self._expected_reach({}))
+        self.log("heal: partition removed")
+        self._end_faults(["partition"], applied_ts, effective_ts)
+
+    # --- link faults ------------------------------------------------------------------------------------------
+    def _scope(self, links: Iterable[tuple[str, str]] | None) -> list[tuple[str, str]]:
+        pairs = list(links) if links is not None else grudges.all_links(self.nodes)
+        grudges.check_matrix({p: LinkFault() for p in pairs}, self.nodes)
+        if not pairs:
+            raise UsageError("no link selected")
+        return pairs
+
+    def _apply_links(self) -> dict[str, str]:
+        """Make every node's backends hold exactly `self.links` and `self.rules`; returns node -> backends used."""
+        caps = capabilities()
+        ips = {n.name: n.data_ip for n in self.cluster.nodes}
+        per: dict[str, dict[str, dict[str, LinkFault]]] = {b: {n: {} for n in self.nodes} for b in BACKENDS}
+        for (src, dst), (fault, backend) in self.links.items():
+            per[backend][src][ips[dst]] = fault
+        rules_of = {n: [r for r in self.rules if r.src == n] for n in self.nodes}
+        if self.rules and not caps["nfqueue"][0]:
+            raise EnvironmentProblem(f"message faults need NFQUEUE: {caps['nfqueue'][1]}")
+        outstanding = {e.group + ":" + (e.node or "") for e in self.ledger.outstanding()}
+
+        def one(node: str) -> None:
+            ns = self.namespaces[node]
+            if per["nfqueue"][node] or rules_of[node]:
+                spec = ShaperSpec(self.run_id, node, seed=derive_seed(self.seed, "shaper", node),
+                                  links=per["nfqueue"][node], rules=rules_of[node],
+                                  names={ip: name for name, ip in ips.items()})
+                shaper_control.ensure(self.ledger, ns, spec)
+            elif f"{shaper_control.GROUP}:{node}" in outstanding:
+                shaper_control.stop(self.ledger, node)
+                self._report_shapers({node})
+            if per["netem"][node] or f"{netem.GROUP}:{node}" in outstanding:
+                netem.apply(self.ledger, ns, ips[node], per["netem"][node])
+            if per["iptables"][node] or f"{statloss.GROUP}:{node}" in outstanding:
+                statloss.apply(self.ledger, self.run_id, ns,
+                               {ip: f.loss_pct for ip, f in per["iptables"][node].items()})
+
+        with ThreadPoolExecutor(max_workers=max(1, len(self.nodes))) as pool:
+            for fut in [pool.submit(one, n) for n in self.nodes]:
+                fut.result()
+        self._save_state()
+        return {n: ",".join(b for b in BACKENDS if per[b][n]) + (" +rules" if rules_of[n] else "")
+                for n in self.nodes if any(per[b][n] for b in BACKENDS) or rules_of[n]}
+
+    def _report_shapers(self, nodes: Iterable[str]) -> None:
+        """Say what the ended shapers of `nodes` could not send (their last counters), so that a duplicate or a
+        held message that never went out is reported, not silently lost."""
+        for node in sorted(nodes):
+            failures = shaper_control.send_failures(shaper_control.read_stats(self.cluster.run_dir, node))
+            if failures:
+                self.log(f"shaper {node}: {failures}")
+
+    def _set_links(self, kind: str, updates: LinkMatrix, merge: bool, replace_all: bool = False) -> str:
+        caps = capabilities()
+        grudges.check_matrix(updates, self.nodes)
+        new = {} if replace_all else dict(self.links)
+        used = set()
+        for pair, fault in updates.items():
+            if merge and pair in new:
+                fault = new[pair][0].merged(fault)
+            if fault.empty:
+                new.pop(pair, None)
+                continue
+            backend = choose_backend(fault, self.link_backend, caps)
+            used.add(backend)
+            new[pair] = (fault, backend)
+        old = self.links
+        self.links = new
+        try:
+            self._apply_links()
+        except BaseException:
+            self.links = old
+            raise
+        applied_ts = time.time()
+        for backend in sorted(used):
+            reason = "" if self.link_backend else f" (probed: {caps[backend][1]})"
+            self.log(f"{kind}: {len(updates)} link(s), backend {backend}{reason}")
+        detail = {"links": {f"{s}->{d}": f.as_dict() for (s, d), f in sorted(updates.items())},
+                  "backends": sorted(used)}
+        return self._start_fault(kind, detail, applied_ts, None)
+
+    def slow(self, delay_ms: float, jitter_ms: float = 0.0, links: Iterable[tuple[str, str]] | None = None,
+             **more: float | str) -> str:
+        """Delay (and jitter) the data traffic of `links` (default: every link); `more` may add other
+        LinkFault fields (distribution, delay_corr_pct, duplicate_pct, reorder_pct, corrupt_pct, rate_kbit).
+        Keeps other faults on those links. Returns the fault id."""
+        fault = grudges.link_fault({"delay_ms": delay_ms, "jitter_ms": jitter_ms, **more})
+        return self._set_links("slow", grudges.matrix(self._scope(links), fault), merge=True)
+
+    def flaky(self, loss_pct: float, links: Iterable[tuple[str, str]] | None = None) -> str:
+        """Lose `loss_pct` of the data traffic of `links` (default: every link). Returns the fault id."""
+        fault = grudges.link_fault({"loss_pct": loss_pct})
+        return self._set_links("flaky", grudges.matrix(self._scope(links), fault), merge=True)
+
+    def shape(self, matrix: Mapping[tuple[str, str], LinkFault] | str) -> str:
+        """Replace every link fault by `matrix` (a string is parsed by `chaos.faults.grudge.parse_matrix`)."""
+        if isinstance(matrix, str):
+            matrix = grudges.parse_matrix(matrix, self.nodes)
+        return self._set_links("shape", dict(matrix), merge=False, replace_all=True)
+
+    def msg_fault(self, rule: MsgRule) -> str:
+        """Add a protocol-aware rule (executed by the NFQUEUE shaper in the sender's namespace)."""
+        grudges.check_matrix({(rule.src, rule.dst): LinkFault()}, self.nodes)
+        self.rules = [*self.rules, rule]
+        try:
+            self._apply_links()
+        except BaseException:
+            self.rules = self.rules[:-1]
+            raise
+        applied_ts = time.time()
+        self.log(f"msg-fault {rule.describe()}: backend nfqueue (scapy dissector)")
+        return self._start_fault("msg_fault", asdict(rule), applied_ts, None)
+
+    def end_rule(self, fault_id: str, rule: MsgRule) -> None:
+        """Remove exactly `rule` (the message fault `fault_id` added) and record the end of `fault_id`."""
+        rules = list(self.rules)
+        if rule in rules:
+            rules.remove(rule)
+        self.rules = rules
+        self._apply_links()
+        self._end_one(fault_id)
+
+    def end_links(self, fault_id: str, matrix: LinkMatrix) -> None:
+        """Make the link faults exactly `matrix` (what the faults still open set) and record the end of
+        `fault_id` (the slow, flaky or shape fault that ends)."""
+        caps = capabilities()
+        grudges.check_matrix(matrix, self.nodes)
+        self.links = {pair: (fault, choose_backend(fault, self.link_backend, caps)) for pair, fault in matrix.items()
+                      if not fault.empty}
+        self._apply_links()
+        self._end_one(fault_id)
+
+    def _end_one(self, fault_id: str) -> None:
+        info = self.active.get(fault_id)
+        if info is not None:
+            self._end_faults([info["kind"]], time.time(), None, only=lambda other: other is info)
+
+    def fast(self) -> None:
+        """End every link fault and message rule (slow, flaky, shape, msg-fault)."""
+        self.links, self.rules = {}, []
+        shaped = shaper_control.shaped_nodes(self.ledger)
+        self.ledger.heal(lambda e: e.group in LINK_GROUPS)
+        self._report_shapers(shaped)
+        applied_ts = time.time()
+        self.log("fast: every link fault removed")
+        self._end_faults(["slow", "flaky", "shape", "msg_fault"], applied_ts, None)
+
+    # --- injection and capture --------------------------------------------------------------------------------
+    def inject(self, src: str, dst: str, messages: list[Any] | bytes, count: int = 1) -> str:
+        """Send a forged datagram (scapy bodies, or ready bytes) `count` times from inside `src`'s namespace,
+        with `src`'s real data address and port, to `dst`. Returns the fault id (an instant: no fault_end)."""
+        from chaos.wire import inject as injection
+
+        grudges.check_matrix({(src, dst): LinkFault()}, self.nodes)
+        payload = messages if isinstance(messages, bytes) else injection.forge(self.run_id, src, messages)
+        endpoints = self._endpoints()
+        sent = injection.inject(endpoints[src], endpoints[dst], payload, count=count)
+        applied_ts = time.time()
+        described = "raw bytes" if isinstance(messages, bytes) else \
+            ", ".join(f"{m.name}({', '.join(f'{k}={v}' for k, v in m.fields.items())})" for m in messages)
+        self.log(f"inject {src}->{dst}: {sent} x {described} (raw socket in {src}'s namespace)")
+        fault_id = f"inject-{uuid.uuid4().hex[:8]}"
+        self.history.emit("fault_start", fault_id=fault_id, kind="inject",
+                          detail={"from": src, "to": dst, "count": sent, "messages": described,
+                                  "bytes": len(payload)}, applied_ts=applied_ts, effective_ts=None)
+        return fault_id
+
+    def replay(self, packets: list[bytes]) -> int:
+        """Send captured IPv4 packets again from their original senders' namespaces."""
+        from chaos.wire import inject as injection
+
+        sent = injection.replay(self._endpoints(), packets)
+        self.history.emit("fault_start", fault_id=f"inject-{uuid.uuid4().hex[:8]}", kind="inject",
+                          detail={"replayed": sent}, applied_ts=time.time(), effective_ts=None)
+        return sent
+
+    def capture(self, path: Path) -> Any:
+        """A `chaos.wire.capture.Capture` of every node's received data traffic into the pcap `path` (not started)."""
+        from chaos.wire.capture import Capture
+
+        return Capture(self._endpoints(), path)
+
+    # --- process faults ---------------------------------------------------------------------------------------
+    def _container(self, node: str) -> str:
+        return self.cluster.node(node).container
+
+    def pause(self, node: str, method: str = "docker") -> str:
+        """Freeze `node` (docker pause, or SIGSTOP to its main process with method="sigstop")."""
+        info = self.cluster.node(node)
+        if method == "docker":
+            entry = Entry(group=PROCESS_GROUP, key=f"pause:{info.container}", node=node,
+                          what=f"docker pause {info.container}", undo=[["docker", "unpause", info.container]],
+                          present={"argv": ["docker", "inspect", "-f", "{{.State.Paused}}", info.container],
+                                   "stdout": "true"})
+            apply_argv = ["docker", "pause", info.container]
+        elif method == "sigstop":
+            entry = Entry(group=PROCESS_GROUP, key=f"sigstop:{info.pid}", node=node,
+                          what=f"SIGSTOP to pid {info.pid} ({info.container})",
+                          undo=[["kill", "-CONT", str(info.pid)]],
+                          present={"argv": ["ps", "-o", "stat=", "-p", str(info.pid)], "contains": "T"})
+            apply_argv = ["kill", "-STOP", str(info.pid)]
+        else:
+            raise UsageError(f"unknown pause method {method!r}; use docker or sigstop")
+        self.ledger.record(entry)
+        run(apply_argv)
+        applied_ts = time.time()
+        self.log(f"pause {node}: {' '.join(apply_argv)}")
+        return self._start_fault("pause", {"node": node, "method": method}, applied_ts, None)
+
+    def resume(self, node: str) -> None:
+        """Undo `pause` of `node`."""
+        info = self.cluster.node(node)
+        self.ledger.heal(lambda e: e.group == PROCESS_GROUP and e.node == node and
+                         (e.key.startswith("pause:") or e.key.startswith("sigstop:")))
+        self.log(f"resume {node}")
+        self._end_faults(["pause"], time.time(), None, only=lambda i: i["detail"]["node"] == info.name)
+
+    def kill(self, node: str) -> str:
+        """SIGKILL `node`'s container (docker kill); `start` (or heal_all) starts it again."""
+        container = self._container(node)
+        self.ledger.record(Entry(group=PROCESS_GROUP, key=f"kill:{container}", node=node,
+                                 what=f"docker kill {container}", undo=[["docker", "start", container]],
+                                 present={"argv": ["docker", "inspect", "-f", "{{.State.Running}}", container],
+                                          "stdout": "false"}))
+        run(["docker", "kill", container])
+        applied_ts = time.time()
+        self.log(f"kill {node}: docker kill {container}")
+        return self._start_fault("kill", {"node": node}, applied_ts, None)
+
+    def start(self, node: str) -> None:
+        """Start a killed `node` again and re-apply the current partition and link faults to its new namespace
+        (the old namespace went with the old process; its shaper is ended)."""
+        self.ledger.heal(lambda e: e.group == PROCESS_GROUP and e.node == node and e.key.startswith("kill:"))
+        self._refresh()
+        stale = {e.id for e in self.ledger.outstanding() if e.node == node and namespace_gone(e)}
+        if stale:
+            self.ledger.heal(lambda e: e.id in stale)
+        if self.grudge:
+            partition.apply(self.ledger, self.run_id, self.grudge, self.namespaces,
+                            {n.name: n.data_ip for n in self.cluster.nodes})
+        if self.links or self.rules:
+            self._apply_links()
+        self.log(f"start {node}: docker start, faults re-applied to its new namespace")
+        self._end_faults(["kill"], time.time(), None, only=lambda i: i["detail"]["node"] == node)
+
+    def restart(self, node: str) -> str:
+        """Kill `node` (SIGKILL) and start it again at once: a crash and reboot with the run's faults re-applied
+        to its new namespace. Returns the fault id (an instant: no fault_end)."""
+        kill_id = self.kill(node)
+        self.start(node)
+        fault_id = f"restart-{uuid.uuid4().hex[:8]}"
+        self.history.emit("fault_start", fault_id=fault_id, kind="restart", detail={"node": node, "kill": kill_id},
+                          applied_ts=time.time(), effective_ts=None)
+        return fault_id
+
+    # --- everything -------------------------------------------------------------------------------------------
+    def heal_all(self) -> int:
+        """Undo everything the ledger lists for this run (see `heal_run`); returns how many entries were settled."""
+        shaped = shaper_control.shaped_nodes(self.ledger)
+        count = heal_run(self.cluster.run_dir, self.run_id, log=self.log, missing_ok=True,
+                         endpoints=(lambda: running_endpoints(self.run_id)) if self.verify else None)
+        self._report_shapers(shaped)
+        self.grudge, self.links, self.rules, self.active = {}, {}, [], {}
+        self._namespaces = None
+        return count
+
+    def close(self) -> None:
+        self.heal_all()
+
+    def __enter__(self) -> "DockerNet":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def running_endpoints(run_id: str) -> dict[str, probe.Endpoint] | None:
+    """The probe endpoints of `run_id`'s nodes, None when its containers are gone or not all running."""
+    try:
+        cluster = clusters.load(run_id)
+    except UsageError:
+        return None  # its containers are gone
+    if not all(n.pid for n in cluster.nodes):
+        return None
+    return {n.name: probe.Endpoint(n.name, n.pid, n.data_ip) for n in cluster.nodes}

@@ -1,0 +1,106 @@
+"""A run's own iptables chain inside node namespaces: the one place that builds, fills, hooks, unhooks and removes
+it, every chain recorded in the run's ledger before it is created.
+
+Three backends keep one chain each per node, named for the run and hooked into one built-in chain:
+
+    PARTITION  SL-<run>   in INPUT   drops from the senders a grudge names      (chaos.net.partition)
+    STATLOSS   SLL-<run>  in OUTPUT  statistic loss toward peers                 (chaos.net.statloss)
+    QUEUE      SLQ-<run>  in OUTPUT  UDP toward shaped peers to the NFQUEUE      (chaos.net.shaper.control)
+
+Filling is one `iptables-restore --noflush` per namespace: declaring the chain creates it or flushes it, its
+rules follow, and the first fill also inserts the hook at the top of the built-in chain, so the change is atomic
+and a namespace has chain and hook together or neither. Removing is one more restore (unhook, flush, delete);
+it is the ledger entry's undo, and the hook (`iptables -C`) its presence check, so `splitlab heal` removes the
+chain after its controller died. The entries' keys, texts and undo commands are those the three backends wrote
+before this module existed, so a run recorded by older code heals and continues the same way.
+"""
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Sequence
+
+from chaos.host.ledger import Entry, Ledger, in_netns
+from chaos.host.netns import Netns
+from node.errors import UsageError
+
+MAX_CHAIN_CHARS = 28  # iptables' limit on chain names
+RESTORE = ["iptables-restore", "-w", "--noflush"]
+
+
+@dataclass(frozen=True)
+class ChainKind:
+    """One backend's chain: name prefix, the built-in chain it hooks into, its ledger group and key prefix, and
+    what it is for (shown in the ledger's `what`)."""
+
+    prefix: str
+    hook_into: str
+    group: str
+    key_prefix: str
+    purpose: str = ""
+
+    def name(self, run_id: str) -> str:
+        """The chain of `run_id`. Raises `UsageError` when the run id makes it longer than iptables allows."""
+        name = f"{self.prefix}-{run_id}"
+        if len(name) > MAX_CHAIN_CHARS:
+            raise UsageError(f"run id {run_id!r} is too long for an iptables chain name")
+        return name
+
+    def entry(self, run_id: str, ns: Netns) -> Entry:
+        """The ledger entry for this chain and its hook in `ns`."""
+        chain = self.name(run_id)
+        purpose = f" ({self.purpose})" if self.purpose else ""
+        return Entry(group=self.group, key=f"{self.key_prefix}:{ns.inode}:{chain}", node=ns.node, pid=ns.pid,
+                     netns_ino=ns.inode, what=f"iptables chain {chain}{purpose} hooked in {self.hook_into}",
+                     undo=[{"argv": in_netns(ns.pid, RESTORE), "input": remove_input(chain, self.hook_into)}],
+                     present={"argv": in_netns(ns.pid, ["iptables", "-w", "-C", self.hook_into, "-j", chain])})
+
+
+PARTITION = ChainKind("SL", "INPUT", "partition", "partition")
+STATLOSS = ChainKind("SLL", "OUTPUT", "statloss", "statloss", "statistic loss")
+QUEUE = ChainKind("SLQ", "OUTPUT", "shaper", "shaper-chain", "NFQUEUE to the shaper")
+
+
+def restore_input(chain: str, rules: Sequence[str], hook_into: str | None = None) -> str:
+    """The `iptables-restore --noflush` input making `chain` hold exactly `rules` (rule specs without `-A chain`,
+    e.g. `-s 10.0.0.3/32 -j DROP`); with `hook_into`, it also inserts the chain at the top of that chain."""
+    lines = ["*filter", f":{chain} - [0:0]", *(f"-A {chain} {rule}" for rule in rules)]
+    if hook_into is not None:
+        lines.append(f"-I {hook_into} 1 -j {chain}")
+    return "\n".join([*lines, "COMMIT"]) + "\n"
+
+
+def remove_input(chain: str, hook_into: str) -> str:
+    """The `iptables-restore --noflush` input removing the hook and the chain together (fails if absent)."""
+    return f"*filter\n-D {hook_into} -j {chain}\n:{chain} - [0:0]\n-X {chain}\nCOMMIT\n"
+
+
+def apply(ledger: Ledger, kind: ChainKind, run_id: str, targets: Sequence[tuple[Netns, Sequence[str]]]) -> None:
+    """Make each namespace's chain hold exactly its rules, namespaces in parallel.
+
+    Rules for a namespace: recorded in the ledger (all in one write) before one `iptables-restore` fills the
+    chain, creating and hooking it when the ledger holds none there. No rules: the chain is removed where the
+    ledger holds one, nothing happens where it does not. Raises `CommandFailed` when iptables refuses.
+    """
+    chain = kind.name(run_id)
+    entries = [(ns, list(rules), kind.entry(run_id, ns)) for ns, rules in targets]
+    held = {e.key for e in ledger.outstanding(lambda e: e.group == kind.group)}
+    emptied = {entry.key for _, rules, entry in entries if not rules and entry.key in held}
+    if emptied:
+        ledger.heal(lambda e: e.key in emptied)
+    filled = [(ns, rules, entry) for ns, rules, entry in entries if rules]
+    ledger.record_many([entry for _, _, entry in filled])
+    jobs = [(ns, restore_input(chain, rules, hook_into=None if entry.key in held else kind.hook_into))
+            for ns, rules, entry in filled]
+    with ThreadPoolExecutor(max_workers=max(1, len(jobs))) as pool:
+        for fut in [pool.submit(ns.exec, RESTORE, input_text=text) for ns, text in jobs]:
+            fut.result()
+
+
+def remove(ledger: Ledger, kind: ChainKind, run_id: str, node: str | None = None) -> int:
+    """Remove the run's chains of this kind that the ledger holds (of `node` only, when given), in every
+    namespace they were recorded in; returns how many entries were settled. Idempotent."""
+    suffix = ":" + kind.name(run_id)
+    report = ledger.heal(lambda e: e.group == kind.group and e.key.startswith(kind.key_prefix + ":")
+                         and e.key.endswith(suffix) and (node is None or e.node == node))
+    return len(report.settled)

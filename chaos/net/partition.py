@@ -1,0 +1,43 @@
+"""Partitions with iptables inside each node's namespace: the run's chain `SL-<run>` in INPUT
+(`chaos.net.iptables.PARTITION`), one atomic `iptables-restore` per node, recorded in the run's ledger before it
+is applied.
+
+A grudge (see `chaos.faults.grudge`) maps each node to the nodes whose data traffic it drops (`{"n2": {"n1"}}`: n2
+drops what comes from n1, a one-way cut). The rules match the senders' data-network addresses only, so the
+control network is never cut.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+from chaos.faults import grudge as grudges
+from chaos.host.ledger import Ledger
+from chaos.host.netns import Netns
+from chaos.net import iptables
+
+Grudge = Mapping[str, set[str] | frozenset[str]]
+GROUP = iptables.PARTITION.group
+
+
+def drop_rules(drop_from_ips: Iterable[str]) -> list[str]:
+    """The chain's rules: drop everything from each address (sorted, so equal grudges give equal rules)."""
+    return [f"-s {ip}/32 -j DROP" for ip in sorted(drop_from_ips)]
+
+
+def apply(ledger: Ledger, run_id: str, grudge: Grudge, namespaces: Mapping[str, Netns],
+          data_ips: Mapping[str, str]) -> None:
+    """Make every node's chain hold exactly the drops of `grudge` (nodes not in it drop nothing), in parallel.
+
+    Each node's chain and hook are recorded before they are created; a node that needs no drops loses its chain,
+    or is not touched when it has none. Raises `UsageError` for a bad grudge, `CommandFailed` when iptables
+    refuses.
+    """
+    grudges.check_grudge(grudge, list(namespaces))
+    iptables.apply(ledger, iptables.PARTITION, run_id,
+                   [(ns, drop_rules(data_ips[s] for s in grudge.get(node, ()))) for node, ns in namespaces.items()])
+
+
+def heal(ledger: Ledger, run_id: str) -> None:
+    """Remove the run's chain and hook wherever the ledger holds them (also in namespaces of nodes not running
+    any more). Idempotent."""
+    iptables.remove(ledger, iptables.PARTITION, run_id)

@@ -1,0 +1,150 @@
+"""The shaper's decisions, pure and seeded: given a packet and the time, what happens to it and when.
+
+For each IPv4/UDP packet toward a shaped peer:
+1. message rules (if any for that peer): the datagram is dissected (chaos.wire.dissect); each message is kept,
+   dropped, duplicated or diverted to a later time by the first matching rule; the original packet is rewritten
+   to carry what is kept, and diverted or duplicated messages become packets of their own (`extra`);
+2. the link fault of that peer, on what is left of the original: loss, corruption (one bit of the UDP
+   payload, checksum made right), rate (serialisation at `rate_kbit`), delay +- jitter (uniform or from
+   iproute2's tables, chaos.net.shaper.disttable), reordering (that share of packets skips the delay) and
+   duplication (a copy released with the original). Delay draws are correlated per destination as netem
+   correlates them.
+Packets diverted by message rules skip step 2. Every random choice comes from one `random.Random(seed)`, so a
+run with the same packets in the same order decides the same way.
+"""
+from __future__ import annotations
+
+import random
+import struct
+from collections import Counter
+from dataclasses import dataclass, field
+
+from chaos.faults.grudge import LinkFault
+from chaos.net.shaper import disttable, ipv4
+from chaos.faults.msgrules import DROP, DUPLICATE, PASS, RuleBook
+from chaos.net.shaper.spec import ShaperSpec
+from node import wire
+
+
+@dataclass
+class Verdict:
+    """`at_s`: when to let the original go (None: drop it); `payload`: the rewritten original (None: as is);
+    `extra`: (time, IP packet) pairs to send on the shaper's raw socket."""
+
+    at_s: float | None
+    payload: bytes | None = None
+    extra: list[tuple[float, bytes]] = field(default_factory=list)
+
+
+class Engine:
+    """Decides per packet for one shaper spec; `stats` counts what it did."""
+
+    def __init__(self, spec: ShaperSpec, previous: "Engine | None" = None) -> None:
+        self.spec = spec
+        self.rng = random.Random(spec.seed + spec.generation)
+        self.links: dict[str, LinkFault] = dict(spec.links)
+        self.names = dict(spec.names)
+        self.book = RuleBook(list(spec.rules))
+        self.busy_until_s: dict[str, float] = {}
+        self.draws: dict[str, disttable.Correlated] = {}
+        self.stats: Counter[str] = Counter()
+        if previous is not None:
+            self.book.carry_from(previous.book)
+            self.busy_until_s = dict(previous.busy_until_s)
+            self.stats = previous.stats
+
+    def process(self, now_s: float, raw: bytes) -> Verdict:
+        pkt = ipv4.parse(raw)
+        if pkt is None:
+            self.stats["not_udp"] += 1
+            return Verdict(now_s)
+        self.stats["packets"] += 1
+        verdict = Verdict(now_s)
+        dst_name = self.names.get(pkt.dst)
+        if dst_name is not None and self.book.for_dst(dst_name):
+            pkt, verdict = self._messages(now_s, pkt, dst_name)
+            if pkt is None:
+                return verdict
+        fault = self.links.get(pkt.dst)
+        if fault is None or fault.empty:
+            return verdict
+        return self._link(now_s, pkt, fault, verdict)
+
+    def _messages(self, now_s: float, pkt: ipv4.UdpPacket, dst: str) -> tuple[ipv4.UdpPacket | None, Verdict]:
+        from chaos.wire import dissect  # scapy loads only when a message rule exists
+
+        if not pkt.payload.startswith(b"SL"):
+            return pkt, Verdict(now_s)
+        try:
+            datagram = dissect.dissect(pkt.payload)
+        except (struct.error, ValueError, IndexError, TypeError):  # what scapy raises on mangled bytes
+            datagram = None
+        if datagram is None or datagram.count != len(datagram.messages):
+            self.stats["not_dissected"] += 1
+            return pkt, Verdict(now_s)
+        src = self.spec.node
+        kept: list[bytes] = []
+        later: dict[float, list[bytes]] = {}
+        copies: list[bytes] = []
+        changed = False
+        for message in datagram.messages:
+            raw_msg = bytes(message)
+            decision = self.book.decide(now_s, src, dst, message.type, dissect.fields_of(message))
+            if decision == PASS:
+                kept.append(raw_msg)
+                continue
+            changed = True
+            self.stats[f"msg_{decision if isinstance(decision, str) else 'delayed'}"] += 1
+            if decision == DROP:
+                continue
+            if decision == DUPLICATE:
+                kept.append(raw_msg)
+                copies.append(raw_msg)
+            else:
+                later.setdefault(float(decision), []).append(raw_msg)
+        if not changed:
+            return pkt, Verdict(now_s)
+        head = pkt.payload[:wire.HEAD_BYTES + datagram.sender_len]
+
+        def packet(messages: list[bytes]) -> bytes:
+            return ipv4.with_payload(pkt, head + len(messages).to_bytes(2, "big") + b"".join(messages))
+
+        extra = [(at_s, packet(msgs)) for at_s, msgs in sorted(later.items())]
+        if copies:
+            extra.append((now_s, packet(copies)))
+        if not kept:
+            return None, Verdict(None, extra=extra)
+        rewritten = packet(kept)
+        return ipv4.parse(rewritten), Verdict(now_s, payload=rewritten, extra=extra)
+
+    def _delay_draw(self, dst: str, corr_pct: float) -> float:
+        """A uniform draw in [0, 1) for the delay toward `dst`, correlated with the last as netem does."""
+        if dst not in self.draws:
+            self.draws[dst] = disttable.Correlated(self.rng, corr_pct)
+        return self.draws[dst].draw()
+
+    def _link(self, now_s: float, pkt: ipv4.UdpPacket, fault: LinkFault, verdict: Verdict) -> Verdict:
+        rng = self.rng
+        if fault.loss_pct and rng.random() * 100 < fault.loss_pct:
+            self.stats["lost"] += 1
+            return Verdict(None, extra=verdict.extra)
+        payload = verdict.payload
+        if fault.corrupt_pct and rng.random() * 100 < fault.corrupt_pct:
+            payload = ipv4.flip_bit(pkt, rng)
+            self.stats["corrupted"] += 1
+        at_s = now_s
+        if fault.rate_kbit:
+            start_s = max(now_s, self.busy_until_s.get(pkt.dst, 0.0))
+            at_s = start_s + len(pkt.raw) * 8 / (fault.rate_kbit * 1000)
+            self.busy_until_s[pkt.dst] = at_s
+        if fault.reorder_pct and rng.random() * 100 < fault.reorder_pct:
+            self.stats["reordered"] += 1
+        elif fault.delay_ms or fault.jitter_ms:
+            u = self._delay_draw(pkt.dst, fault.delay_corr_pct) if fault.jitter_ms else 0.0
+            at_s += disttable.draw_delay_ms(fault.delay_ms, fault.jitter_ms, fault.distribution, u) / 1000
+            self.stats["delayed"] += 1
+        extra = list(verdict.extra)
+        if fault.duplicate_pct and rng.random() * 100 < fault.duplicate_pct:
+            extra.append((at_s, payload if payload is not None else pkt.raw))
+            self.stats["duplicated"] += 1
+        return Verdict(at_s, payload=payload, extra=extra)

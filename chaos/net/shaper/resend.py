@@ -1,0 +1,82 @@
+"""How the shaper sends the packets it makes itself (duplicates, messages split off or held by message rules):
+as the node's own UDP datagrams, the kernel fragmenting those larger than the MTU, and every one it cannot send
+counted by reason.
+
+Why not a raw IP socket: with IP_HDRINCL (which IPPROTO_RAW implies) the kernel takes a finished IP packet and
+never fragments it; above the device's MTU, sendto fails with EMSGSIZE. NFQUEUE hands the shaper packets in
+OUTPUT, before fragmentation, so a bundle larger than the MTU (its DF bit clear: the kernel fragments it after
+the hooks) arrives whole, and its copy could not be sent: duplication silently did nothing for large bundles.
+
+What works in a node's namespace, and what does not:
+- a UDP socket bound to the original source (IP_FREEBIND / IP_TRANSPARENT): the source address is local here,
+  but the port is the node's data port, bound by the node; sharing it needs SO_REUSEPORT on the node's socket
+  too, and would then split the node's incoming traffic;
+- fragmenting in userspace for the HDRINCL socket: the path MTU and a fresh IP id per copy, the kernel's job
+  done again;
+- a raw socket of protocol UDP *without* IP_HDRINCL (used here): the shaper writes the UDP header and payload
+  (the original's ports and checksum), the kernel writes the IP header, with the original's source address
+  given per packet by IP_PKTINFO (the address is local in this namespace, so routing accepts it), and
+  fragments as for any socket in the default path-MTU mode: DF up to the MTU, fragments above it. Every copy
+  gets an IP id of its own, so a receiver never mixes a copy's fragments with the original's. The bypass mark
+  (SO_MARK) keeps the copies out of the queue.
+A raw UDP socket also receives a clone of every UDP datagram the namespace receives; a socket filter that
+accepts nothing keeps its queue empty.
+"""
+from __future__ import annotations
+
+import ctypes
+import errno
+import socket
+import struct
+from collections import Counter
+from typing import Any
+
+from chaos.net.shaper import ipv4
+
+IP_PKTINFO = 8  # <linux/in.h>; Python's socket module does not name it
+SO_ATTACH_FILTER = 26  # <asm-generic/socket.h>
+BPF_RET_K = 0x06  # BPF_RET | BPF_K: return a constant (the number of bytes to accept)
+
+
+def open_socket(mark: int) -> socket.socket:
+    """The raw UDP socket described in the module docstring: kernel-built IP headers, the bypass `mark`, and a
+    filter that accepts no incoming datagram. Raises `PermissionError` without CAP_NET_RAW."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_UDP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_MARK, mark)
+    accept_nothing = ctypes.create_string_buffer(struct.pack("=HBBI", BPF_RET_K, 0, 0, 0))
+    sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, struct.pack("@HP", 1, ctypes.addressof(accept_nothing)))
+    return sock
+
+
+def pktinfo(src: str) -> bytes:
+    """struct in_pktinfo {int ifindex; in_addr spec_dst; in_addr addr}: send with source address `src`."""
+    return struct.pack("=i4s4s", 0, socket.inet_aton(src), bytes(4))
+
+
+class ExtraSender:
+    """Sends the shaper's own packets (whole IPv4/UDP packets, as the engine makes them) and counts them:
+    `sent`, and `failed` by reason (the errno's name, or `not_udp`)."""
+
+    def __init__(self, sock: Any) -> None:
+        self.sock = sock
+        self.sent = 0
+        self.failed: Counter[str] = Counter()
+
+    def send(self, packet: bytes) -> bool:
+        """Send `packet`'s UDP datagram from its source to its destination. Returns whether it went."""
+        pkt = ipv4.parse(packet)
+        if pkt is None:
+            self.failed["not_udp"] += 1
+            return False
+        segment = pkt.raw[pkt.header_len:pkt.header_len + 8 + len(pkt.payload)]
+        try:
+            self.sock.sendmsg([segment], [(socket.IPPROTO_IP, IP_PKTINFO, pktinfo(pkt.src))], 0, (pkt.dst, 0))
+        except OSError as exc:  # ENOBUFS, EPERM (an OUTPUT rule dropped it), EMSGSIZE (beyond 64 KB), ...
+            self.failed[errno.errorcode.get(exc.errno, str(exc.errno))] += 1
+            return False
+        self.sent += 1
+        return True
+
+    def stats(self) -> dict[str, Any]:
+        """The counters for the shaper's stats file: `extra_sent` and `extra_send_failed` {reason: count}."""
+        return {"extra_sent": self.sent, "extra_send_failed": dict(sorted(self.failed.items()))}

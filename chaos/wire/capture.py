@@ -1,0 +1,143 @@
+"""Capture files of a run's data traffic, through scapy's own pcap reader and writer.
+
+`Capture` records what the nodes receive: one AF_PACKET socket per node namespace (opened from this process,
+`chaos.host.netns.socket_in`) takes the UDP packets a node *receives* on its data address, so every packet
+appears once, as its receiver got it (after faults); a background thread writes them with `pcap_writer`, a
+classic pcap of raw IPv4 packets (LINKTYPE_RAW) that tcpdump, Wireshark and scapy read. `read_pcap` reads any
+pcap or pcapng scapy reads (tcpdump's on eth0, on `any` (Linux cooked SLL/SLL2), raw IP) and keeps the IPv4
+packets; replay them with `chaos.wire.inject.replay`.
+"""
+from __future__ import annotations
+
+import select
+import socket
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import scapy.layers.l2  # noqa: F401  (registers Ethernet and Linux cooked SLL/SLL2 as link types to read)
+from scapy.error import Scapy_Exception
+from scapy.layers.inet import IP
+from scapy.utils import PcapReader, PcapWriter
+
+from chaos.host.netns import socket_in
+from chaos.wire.probe import Endpoint
+from chaos.net.shaper import ipv4
+from node.errors import UsageError
+
+ETH_P_IP = 0x0800
+PACKET_OUTGOING = 4
+LINKTYPE_RAW = 101  # the pcap file value of DLT_RAW: each record is an IP packet, no link header
+
+
+def pcap_writer(path: Path) -> PcapWriter:
+    """A scapy `PcapWriter` of raw IPv4 packets into `path` (created, truncated), its file header already
+    written so the file is a valid, empty capture from the start; `write(packet_bytes)` stamps each with now."""
+    writer = PcapWriter(str(path), linktype=LINKTYPE_RAW)
+    writer.write_header(None)
+    return writer
+
+
+@dataclass
+class PcapPackets:
+    """The IPv4 packets of a capture file as (timestamp_s, packet) pairs in file order, and how many frames
+    were skipped because they do not hold a whole IPv4 packet (ARP, IPv6, truncated by the snap length, ...).
+    Iterating gives the pairs."""
+
+    packets: list[tuple[float, bytes]] = field(default_factory=list)
+    skipped: int = 0
+
+    def __iter__(self) -> Iterator[tuple[float, bytes]]:
+        return iter(self.packets)
+
+    def __len__(self) -> int:
+        return len(self.packets)
+
+
+def read_pcap(path: Path) -> PcapPackets:
+    """The IPv4 packets of the pcap or pcapng file `path`, whatever its link type (Ethernet, raw IP, Linux
+    cooked SLL/SLL2), each as the bytes of its IP header and payload. Raises `UsageError` for a missing file or
+    one that is not a capture scapy reads."""
+    try:
+        reader = PcapReader(str(path))
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    except Scapy_Exception as exc:
+        raise UsageError(f"{path}: not a pcap or pcapng capture file ({exc})",
+                         hint="give a file written by tcpdump, Wireshark or `splitlab chaos capture`") from None
+    out = PcapPackets()
+    with reader:
+        for frame in reader:
+            packet = _ipv4_of(frame)
+            if packet is None:
+                out.skipped += 1
+            else:
+                out.packets.append((float(frame.time), packet))
+    return out
+
+
+def _ipv4_of(frame) -> bytes | None:
+    """The IPv4 packet a dissected frame carries (its first IP layer, link padding cut off by the IP total
+    length), or None when it carries none or only part of one."""
+    layer = frame.getlayer(IP)
+    if layer is None:
+        return None
+    data = bytes(layer)
+    total_len = layer.len or len(data)  # 0 in captures of segmentation-offloaded sends: the frame is the packet
+    if total_len < 20 or total_len > len(data):
+        return None
+    return data[:total_len]
+
+
+class Capture:
+    """Records UDP packets received by `endpoints` on their data addresses into `path` until `stop`."""
+
+    def __init__(self, endpoints: dict[str, Endpoint], path: Path) -> None:
+        self.endpoints = endpoints
+        self.path = Path(path)
+        self.count = 0
+        self._stop = threading.Event()
+        self._socks: dict[socket.socket, str] = {}
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> "Capture":
+        for ep in self.endpoints.values():
+            sock = socket_in(ep.pid, socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(ETH_P_IP))
+            sock.setblocking(False)
+            self._socks[sock] = ep.ip
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._writer = pcap_writer(self.path)
+        self._thread = threading.Thread(target=self._loop, name="capture", daemon=True)
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            for sock in select.select(list(self._socks), [], [], 0.05)[0]:
+                while True:
+                    try:
+                        data, addr = sock.recvfrom(65535)
+                    except BlockingIOError:
+                        break
+                    pkt = ipv4.parse(data)
+                    if addr[2] == PACKET_OUTGOING or pkt is None or pkt.dst != self._socks[sock]:
+                        continue
+                    self._writer.write(data)
+                    self.count += 1
+
+    def stop(self) -> int:
+        """Stop, close the file and return how many packets were written."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        for sock in self._socks:
+            sock.close()
+        self._writer.close()
+        return self.count
+
+    def __enter__(self) -> "Capture":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,192 @@
+"""Forged and replayed node datagrams, sent from inside the claimed sender's namespace so that their source
+address (and port) is the sender's real one.
+
+`forge` builds the bytes of a datagram with scapy (chaos.wire.dissect), e.g. a stale `UnicastAck` with a chosen
+seqno and conn_id; `send` puts IPv4/UDP packets on a raw socket opened in the sender's namespace. The raw
+socket's packets carry the shaper's bypass mark: injected packets skip the sender's link faults (they are the
+fault), but a partition on the receiver still drops them, as it would the real sender's. `replay` sends
+captured packets again from their original sender.
+
+A raw socket (IP_HDRINCL) does not fragment: a packet larger than the link MTU is split here into IPv4
+fragments (`fragment`), which the receiver's kernel reassembles. `Injector` keeps one raw socket per sending
+namespace open for many packets (the fuzzer), and lets a member's namespace send with another member's data
+address as source (a spoofed source); it refuses any address that is not a data address of the run.
+"""
+from __future__ import annotations
+
+import errno
+import itertools
+import socket
+import struct
+import time
+from typing import Iterable
+
+from scapy.packet import Packet
+
+from chaos.wire import dissect
+from chaos.host.netns import socket_in
+from chaos.wire.probe import Endpoint
+from chaos.net.shaper import ipv4
+from chaos.net.shaper.spec import BYPASS_MARK
+from node import wire
+from node.errors import EnvironmentProblem, UsageError
+
+
+def forge(run_id: str, sender: str, messages: list[Packet]) -> bytes:
+    """A datagram of run `run_id` claiming to come from node `sender`, carrying scapy message bodies."""
+    if not messages:
+        raise UsageError("a forged datagram needs at least one message")
+    return dissect.build(wire.cluster_id_of(run_id), sender, messages)
+
+
+def message(type_name: str, **fields: int) -> Packet:
+    """A scapy body of the named wire type with `fields` set. Raises `UsageError` for unknown types/fields."""
+    cls = dissect.body_class(dissect.message_type(type_name))
+    known = {f.name for f in cls.fields_desc}
+    unknown = set(fields) - known
+    if unknown:
+        raise UsageError(f"{cls.name} has no field(s) {', '.join(sorted(unknown))}; fields: "
+                         f"{', '.join(sorted(known)) or '(none)'}")
+    return cls(**fields)
+
+
+MTU_BYTES = 1500
+MIN_MTU_BYTES = 576  # the fallback when the link refuses MTU_BYTES (EMSGSIZE)
+ENOBUFS_RETRIES = 200
+_ip_ids = itertools.count(1)
+
+
+def fragment(pkt: bytes, mtu: int = MTU_BYTES) -> list[bytes]:
+    """`pkt` (a whole IPv4 packet) as IPv4 fragments of at most `mtu` bytes each, all with one fresh IP id and
+    correct header checksums; `[pkt]` when it fits."""
+    if len(pkt) <= mtu:
+        return [pkt]
+    ihl = (pkt[0] & 0x0F) * 4
+    header, data = pkt[:ihl], pkt[ihl:]
+    step = (mtu - ihl) // 8 * 8
+    ident = next(_ip_ids) & 0xFFFF
+    out = []
+    for offset in range(0, len(data), step):
+        chunk = data[offset:offset + step]
+        more = offset + step < len(data)
+        head = bytearray(header)
+        struct.pack_into("!HHH", head, 2, ihl + len(chunk), ident, (0x2000 if more else 0) | (offset // 8))
+        struct.pack_into("!H", head, 10, 0)
+        struct.pack_into("!H", head, 10, ipv4.checksum(bytes(head)))
+        out.append(bytes(head) + chunk)
+    return out
+
+
+def _send_one(sock: socket.socket, pkt: bytes, dst: str, node: str, mtu: int) -> int:
+    """Send one packet (fragmented when larger than `mtu`, retried while the queue is full); returns the MTU that
+    worked. Raises `EnvironmentProblem`."""
+    for piece in fragment(pkt, mtu):
+        for attempt in range(ENOBUFS_RETRIES + 1):
+            try:
+                sock.sendto(piece, (dst, 0))
+                break
+            except OSError as exc:
+                if exc.errno == errno.EMSGSIZE and mtu > MIN_MTU_BYTES:
+                    return _send_one(sock, pkt, dst, node, MIN_MTU_BYTES)
+                if exc.errno != errno.ENOBUFS or attempt == ENOBUFS_RETRIES:
+                    raise EnvironmentProblem(f"sending from {node}'s namespace failed: {exc}") from None
+                time.sleep(0.001)  # the interface queue is full: let it drain
+    return mtu
+
+
+def _raw_socket(ep: Endpoint) -> socket.socket:
+    sock = socket_in(ep.pid, socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_MARK, BYPASS_MARK)
+    return sock
+
+
+def send(src: Endpoint, packets: Iterable[bytes]) -> int:
+    """Send whole IPv4 packets from inside `src`'s namespace; returns how many went out."""
+    sock = _raw_socket(src)
+    sent = 0
+    mtu = MTU_BYTES
+    try:
+        for pkt in packets:
+            parsed = ipv4.parse(pkt)
+            if parsed is None:
+                raise UsageError("only IPv4/UDP packets can be sent")
+            if parsed.src != src.ip:
+                raise UsageError(f"packet source {parsed.src} is not {src.node}'s data address {src.ip}")
+            mtu = _send_one(sock, pkt, parsed.dst, src.node, mtu)
+            sent += 1
+    finally:
+        sock.close()
+    return sent
+
+
+class Injector:
+    """Raw sockets in the namespaces of `endpoints` (a run's members), opened on first use and kept until
+    `close`: `send(via, src, dst, payload)` sends a UDP datagram from `via`'s namespace with `src`'s data address
+    and port as its source (`via` != `src`: spoofed) to `dst`'s. Only the run's data addresses are used."""
+
+    def __init__(self, endpoints: dict[str, Endpoint], port: int = wire.DATA_PORT) -> None:
+        self.endpoints = dict(endpoints)
+        self.port = port
+        self._socks: dict[str, socket.socket] = {}
+        self._mtu = MTU_BYTES
+
+    def _endpoint(self, node: str) -> Endpoint:
+        try:
+            return self.endpoints[node]
+        except KeyError:
+            raise UsageError(f"{node!r} is not a node of this run; nodes: {', '.join(self.endpoints)}") from None
+
+    def packet(self, src: str, dst: str, payload: bytes) -> bytes:
+        """The IPv4/UDP packet carrying `payload` from `src`'s data address and port to `dst`'s."""
+        return ipv4.build(self._endpoint(src).ip, self._endpoint(dst).ip, self.port, self.port, payload)
+
+    def _sock(self, via: str) -> socket.socket:
+        sock = self._socks.get(via)
+        if sock is None:
+            sock = self._socks[via] = _raw_socket(self._endpoint(via))
+        return sock
+
+    def send_packet(self, via: str, pkt: bytes) -> None:
+        """Send a whole IPv4 packet from `via`'s namespace; its addresses must be data addresses of the run."""
+        parsed = ipv4.parse(pkt)
+        ips = {ep.ip for ep in self.endpoints.values()}
+        if parsed is None or parsed.src not in ips or parsed.dst not in ips:
+            raise UsageError("an injected packet must be IPv4/UDP between data addresses of this run")
+        self._mtu = _send_one(self._sock(via), pkt, parsed.dst, via, self._mtu)
+
+    def send(self, via: str, src: str, dst: str, payload: bytes) -> None:
+        """Send `payload` from `via`'s namespace as UDP from `src`'s data address and port to `dst`'s."""
+        self._mtu = _send_one(self._sock(via), self.packet(src, dst, payload), self._endpoint(dst).ip, via,
+                              self._mtu)
+
+    def close(self) -> None:
+        for sock in self._socks.values():
+            sock.close()
+        self._socks.clear()
+
+    def __enter__(self) -> "Injector":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def inject(src: Endpoint, dst: Endpoint, payload: bytes, count: int = 1, sport: int = wire.DATA_PORT,
+           dport: int = wire.DATA_PORT) -> int:
+    """Send `payload` `count` times as UDP from src's data address and port (`sport`) to dst's (`dport`)."""
+    if not 1 <= count <= 100_000:
+        raise UsageError(f"count must be within 1..100000, got {count}")
+    pkt = ipv4.build(src.ip, dst.ip, sport, dport, payload)
+    return send(src, [pkt] * count)
+
+
+def replay(endpoints: dict[str, Endpoint], packets: Iterable[bytes]) -> int:
+    """Send captured IPv4 packets again, each from the namespace of the node whose data address sent it."""
+    by_ip = {ep.ip: ep for ep in endpoints.values()}
+    groups: dict[str, list[bytes]] = {}
+    for pkt in packets:
+        parsed = ipv4.parse(pkt)
+        if parsed is None or parsed.src not in by_ip:
+            raise UsageError("a replayed packet must be IPv4/UDP from a node of this run")
+        groups.setdefault(parsed.src, []).append(pkt)
+    return sum(send(by_ip[ip], pkts) for ip, pkts in groups.items())

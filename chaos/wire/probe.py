@@ -1,0 +1,183 @@
+"""UDP probes between node namespaces on the data network: what a link really does, measured from outside the
+node processes.
+
+Sockets are opened inside the namespaces from this process (`chaos.host.netns.socket_in`), bound to the nodes'
+data addresses on `PROBE_PORT` (not the node's port, so nodes never see probes; link faults and partitions match
+addresses, so probes get them like node traffic). A probe carries a magic, a stream id, a sequence number
+and its send time on CLOCK_MONOTONIC, which every namespace shares.
+
+- `measure(src, dst, count, interval_ms)`: one stream; loss, duplicates, reordering, one-way delay statistics;
+- `reachability(pairs)`: which directed pairs pass right now (a few probes each);
+- `wait_for(expected)`: repeat `reachability` until it matches, returning when it did (the effective time).
+"""
+from __future__ import annotations
+
+import os
+import select
+import socket
+import statistics
+import struct
+import time
+from dataclasses import dataclass, field
+
+from chaos.host.netns import socket_in
+from node.errors import EnvironmentProblem
+
+PROBE_PORT = 7199
+_FORMAT = struct.Struct("!4sIId")  # magic, stream id, seqno, send time (monotonic s)
+_MAGIC = b"SLPR"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A node's data address inside its namespace (entered through `pid`)."""
+
+    node: str
+    pid: int
+    ip: str
+
+
+def percentile(values: list[float], pct: float) -> float:
+    """The nearest-rank `pct` percentile of `values` (nan when empty)."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(pct / 100 * (len(ordered) - 1))))]
+
+
+@dataclass
+class LinkStats:
+    """One probe stream's result; delays in ms, one-way, for the first copy of each probe."""
+
+    sent: int
+    received: int
+    duplicates: int
+    reordered: int
+    delays_ms: list[float] = field(repr=False, default_factory=list)
+
+    @property
+    def loss_pct(self) -> float:
+        return 100.0 * (self.sent - self.received) / self.sent if self.sent else 0.0
+
+    @property
+    def mean_delay_ms(self) -> float:
+        return statistics.fmean(self.delays_ms) if self.delays_ms else float("nan")
+
+    def percentile_ms(self, pct: float) -> float:
+        return percentile(self.delays_ms, pct)
+
+    def as_dict(self) -> dict[str, float]:
+        return {"sent": self.sent, "received": self.received, "duplicates": self.duplicates,
+                "reordered": self.reordered, "loss_pct": round(self.loss_pct, 3),
+                "mean_delay_ms": round(self.mean_delay_ms, 3), "p50_ms": round(self.percentile_ms(50), 3),
+                "p99_ms": round(self.percentile_ms(99), 3)}
+
+
+def _udp(ep: Endpoint, port: int) -> socket.socket:
+    sock = socket_in(ep.pid, socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        sock.bind((ep.ip, port))
+    except OSError as exc:
+        sock.close()
+        raise EnvironmentProblem(f"cannot bind a probe socket to {ep.ip}:{port} in {ep.node}'s namespace: {exc}",
+                                 hint="another probe may be running against this run") from None
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+    sock.setblocking(False)
+    return sock
+
+
+def _drain(sock: socket.socket, stream: int, seen: dict[int, int], arrivals: list[tuple[int, float]]) -> None:
+    while True:
+        try:
+            data = sock.recv(2048)
+        except BlockingIOError:
+            return
+        now_s = time.monotonic()
+        if len(data) < _FORMAT.size:
+            continue
+        magic, sid, seq, sent_s = _FORMAT.unpack_from(data)
+        if magic != _MAGIC or sid != stream:
+            continue
+        seen[seq] = seen.get(seq, 0) + 1
+        if seen[seq] == 1:
+            arrivals.append((seq, (now_s - sent_s) * 1000))
+
+
+def measure(src: Endpoint, dst: Endpoint, count: int = 1000, interval_ms: float = 0.2, settle_ms: float = 300,
+            size: int = 64) -> LinkStats:
+    """Send `count` probes src -> dst spaced by `interval_ms` and collect them for `settle_ms` after the last."""
+    stream = int.from_bytes(os.urandom(4), "big")  # tells this stream from stale probes; not a fault choice
+    rx = _udp(dst, PROBE_PORT)
+    tx = _udp(src, 0)
+    seen: dict[int, int] = {}
+    arrivals: list[tuple[int, float]] = []
+    pad = b"\0" * max(0, size - _FORMAT.size)
+    try:
+        start_s = time.monotonic()
+        for seq in range(count):
+            due_s = start_s + seq * interval_ms / 1000
+            while (now_s := time.monotonic()) < due_s:
+                if select.select([rx], [], [], due_s - now_s)[0]:
+                    _drain(rx, stream, seen, arrivals)
+            try:
+                tx.sendto(_FORMAT.pack(_MAGIC, stream, seq, time.monotonic()) + pad, (dst.ip, PROBE_PORT))
+            except BlockingIOError:
+                select.select([], [tx], [], 0.1)
+            _drain(rx, stream, seen, arrivals)
+        deadline = time.monotonic() + settle_ms / 1000
+        while (left := deadline - time.monotonic()) > 0:
+            if select.select([rx], [], [], left)[0]:
+                _drain(rx, stream, seen, arrivals)
+    finally:
+        rx.close()
+        tx.close()
+    reordered = 0
+    highest = -1
+    for seq, _ in arrivals:
+        if seq < highest:
+            reordered += 1
+        highest = max(highest, seq)
+    return LinkStats(count, len(seen), sum(n - 1 for n in seen.values()), reordered, [d for _, d in arrivals])
+
+
+def reachability(endpoints: dict[str, Endpoint], pairs: list[tuple[str, str]], probes: int = 3,
+                 timeout_ms: float = 100) -> dict[tuple[str, str], bool]:
+    """For each directed (src, dst) pair: did any of `probes` probes arrive within `timeout_ms`?"""
+    stream = int.from_bytes(os.urandom(4), "big")
+    nodes = sorted({n for pair in pairs for n in pair})
+    socks = {}
+    try:
+        for node in nodes:
+            socks[node] = _udp(endpoints[node], PROBE_PORT)
+        index = {pair: i for i, pair in enumerate(pairs)}
+        got: set[int] = set()
+        for _ in range(probes):
+            for (src, dst), i in index.items():
+                try:
+                    socks[src].sendto(_FORMAT.pack(_MAGIC, stream, i, time.monotonic()),
+                                      (endpoints[dst].ip, PROBE_PORT))
+                except BlockingIOError:
+                    pass  # a full send buffer is a lost probe; the others decide
+        deadline = time.monotonic() + timeout_ms / 1000
+        while (left := deadline - time.monotonic()) > 0 and len(got) < len(pairs):
+            for sock in select.select(list(socks.values()), [], [], left)[0]:
+                seen: dict[int, int] = {}
+                _drain(sock, stream, seen, [])
+                got.update(seen)
+        return {pair: i in got for pair, i in index.items()}
+    finally:
+        for sock in socks.values():
+            sock.close()
+
+
+def wait_for(endpoints: dict[str, Endpoint], expected: dict[tuple[str, str], bool], timeout_s: float = 5.0,
+             timeout_ms: float = 100) -> float | None:
+    """Probe until every pair passes or not as `expected`; the wall-clock time it first did, or None."""
+    deadline = time.monotonic() + timeout_s
+    pairs = list(expected)
+    while True:
+        seen = reachability(endpoints, pairs, timeout_ms=timeout_ms)
+        if seen == expected:
+            return time.time()
+        if time.monotonic() >= deadline:
+            return None

@@ -1,0 +1,127 @@
+"""Capture files (chaos.wire.capture): what splitlab writes is a pcap scapy and tcpdump read back byte for byte,
+and `read_pcap` takes the IPv4 packets out of the captures tcpdump and Wireshark write (Ethernet, Linux cooked
+SLL and SLL2, raw IP; pcap and pcapng), skipping and counting the frames that hold none."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+
+import pytest
+from scapy.layers.inet import IP, UDP
+from scapy.layers.inet6 import IPv6
+from scapy.layers.l2 import ARP, CookedLinux, CookedLinuxV2, Ether
+from scapy.packet import Raw
+from scapy.utils import PcapReader, rdpcap, wrpcap, wrpcapng
+
+from chaos.fuzz import gen as fuzzgen, record as fuzzrecord
+from chaos.net.shaper import ipv4
+from chaos.wire import capture
+from node.errors import UsageError
+
+
+def _with_bad_udp_checksum(packet: bytes) -> bytes:
+    """The packet with a wrong UDP checksum, as fuzzed datagrams may have: no layer may 'fix' it on the way."""
+    return packet[:26] + bytes([packet[26] ^ 0xFF, packet[27] ^ 0xFF]) + packet[28:]
+
+
+PACKETS = [
+    ipv4.build("10.77.0.2", "10.77.0.3", 7100, 7100, b"x"),  # short: an Ethernet frame of it carries padding
+    _with_bad_udp_checksum(ipv4.build("10.77.0.3", "10.77.0.2", 7100, 7100, bytes(range(256)) * 4)),
+    ipv4.build("10.77.0.4", "10.77.0.2", 7100, 7100, b"\xff" * 1400),
+]
+NOT_IPV4 = [ARP(psrc="10.77.0.2", pdst="10.77.0.3"), IPv6(src="fd00::2", dst="fd00::3") / UDP() / Raw(b"v6")]
+
+
+def _write_ours(path, packets=PACKETS):
+    writer = capture.pcap_writer(path)
+    for packet in packets:
+        writer.write(packet)
+    writer.close()
+
+
+def test_our_writer_writes_a_raw_ip_pcap_that_scapy_reads_back_byte_for_byte(tmp_path):
+    path = tmp_path / "ours.pcap"
+    before = time.time()
+    _write_ours(path)
+    with PcapReader(str(path)) as reader:
+        assert reader.linktype == capture.LINKTYPE_RAW
+    frames = rdpcap(str(path))
+    assert [bytes(f[IP]) for f in frames] == PACKETS
+    assert [f[IP].src for f in frames] == ["10.77.0.2", "10.77.0.3", "10.77.0.4"]
+    read = capture.read_pcap(path)
+    assert [pkt for _, pkt in read] == PACKETS and read.skipped == 0 and len(read) == 3
+    assert all(before - 1 <= ts <= time.time() + 1 for ts, _ in read)
+
+
+def test_an_empty_capture_is_a_valid_file_from_the_start(tmp_path):
+    path = tmp_path / "empty.pcap"
+    writer = capture.pcap_writer(path)
+    assert len(path.read_bytes()) == 24  # the file header is there before any packet (and before close)
+    writer.close()
+    read = capture.read_pcap(path)
+    assert read.packets == [] and read.skipped == 0
+
+
+def test_the_fuzz_recorder_writes_through_the_same_writer(tmp_path):
+    recorder = fuzzrecord.Recorder(tmp_path, "1", {"seed": 1})
+    case = fuzzgen.Case(0, "n2", "n1", "n1", "garbage", (), "", False, b"\x00junk")
+    recorder.write(case, PACKETS[1])
+    recorder.close()
+    assert [bytes(f[IP]) for f in rdpcap(str(recorder.pcap_path))] == [PACKETS[1]]
+
+
+@pytest.mark.parametrize("link", ["ethernet", "sll", "sll2"])
+@pytest.mark.parametrize("fmt", ["pcap", "pcapng"])
+def test_read_pcap_takes_the_ipv4_packets_out_of_tcpdump_style_captures(tmp_path, link, fmt):
+    def frame(payload):
+        if link == "ethernet":  # tcpdump -i eth0
+            return Ether(src="02:42:0a:4d:00:02", dst="02:42:0a:4d:00:03") / payload
+        if link == "sll":  # tcpdump -i any, libpcap before 1.10
+            return CookedLinux(pkttype=0, lladdrtype=1, lladdrlen=6, src=b"\x02\x42\x0a\x4d\x00\x02") / payload
+        return CookedLinuxV2(pkttype=0, lladdrtype=1, lladdrlen=6, src=b"\x02\x42\x0a\x4d\x00\x02") / payload
+
+    # a received frame shorter than Ethernet's minimum carries padding after the IP packet
+    padded = [Raw(p + b"\0" * max(0, 46 - len(p))) for p in PACKETS]
+    frames = [frame(NOT_IPV4[0]), *(frame(IP(raw_ip.load)) for raw_ip in padded), frame(NOT_IPV4[1])]
+    path = tmp_path / f"tcpdump.{fmt}"
+    (wrpcap if fmt == "pcap" else wrpcapng)(str(path), frames)
+    read = capture.read_pcap(path)
+    assert [pkt for _, pkt in read] == PACKETS  # Ethernet padding of the short one cut off, checksums untouched
+    assert read.skipped == 2
+
+
+def test_a_packet_cut_short_by_the_snap_length_is_skipped_and_counted(tmp_path):
+    whole, cut = PACKETS[0], PACKETS[2]
+    path = tmp_path / "snap.pcap"
+    wrpcap(str(path), [Ether() / IP(whole), Ether(bytes(Ether() / IP(cut))[:14 + 96])])
+    read = capture.read_pcap(path)
+    assert [pkt for _, pkt in read] == [whole] and read.skipped == 1
+
+
+def test_a_missing_or_foreign_file_is_a_usage_error_naming_it(tmp_path):
+    text = tmp_path / "notes.txt"
+    text.write_text("not a capture\n")
+    with pytest.raises(UsageError, match="notes.txt: not a pcap or pcapng"):
+        capture.read_pcap(text)
+    with pytest.raises(UsageError, match="cannot read .*missing.pcap"):
+        capture.read_pcap(tmp_path / "missing.pcap")
+
+
+TCPDUMP = shutil.which("tcpdump")
+
+
+@pytest.mark.skipif(TCPDUMP is None, reason="tcpdump is not installed (apt-get install -y tcpdump)")
+def test_tcpdump_reads_our_pcap_and_we_read_the_pcap_tcpdump_writes(tmp_path):
+    ours, theirs = tmp_path / "ours.pcap", tmp_path / "theirs.pcap"
+    _write_ours(ours)
+    shown = subprocess.run([TCPDUMP, "-n", "-r", str(ours)], capture_output=True, text=True, timeout=30)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert len(lines) == 3
+    assert "IP 10.77.0.2.7100 > 10.77.0.3.7100: UDP, length 1" in lines[0]
+    assert "IP 10.77.0.4.7100 > 10.77.0.2.7100: UDP, length 1400" in lines[2]
+    rewritten = subprocess.run([TCPDUMP, "-n", "-r", str(ours), "-w", str(theirs)], capture_output=True,
+                               timeout=30)
+    assert rewritten.returncode == 0, rewritten.stderr
+    assert [pkt for _, pkt in capture.read_pcap(theirs)] == PACKETS

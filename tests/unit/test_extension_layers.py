@@ -1,0 +1,142 @@
+"""Extension point: a protocol layer is one file in its slot's package plus one `@register_layer` line.
+
+The registry (node/layers.py over node/registry.py) finds modules nobody names, the node's configuration and
+the scenario loader accept exactly what is registered (an unknown name lists the registered ones), build_stack
+builds the registered class, the node image's tag and context follow a new file under node/, and the
+`noretx` example really never retransmits."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from chaos.cluster import images
+from chaos.harness.errors import ScenarioError
+from chaos.harness.load import load_text
+from node.config import from_env
+from node.errors import ConfigError
+from node.layers import SLOTS, build_stack, layer_choices, layer_class, layer_names, register_layer
+from node.registry import Registry
+from node.sim import send_many, unicast_sim
+from node.unicast import Unicast3, UnicastConfig
+from node.unicast.noretx import NoRetx
+from node.wire import UnicastData
+from test_images import repo_copy  # noqa: F401  (the fixture: a copy of the image inputs)
+
+REPO = Path(__file__).resolve().parents[2]
+ENV = {"SPLITLAB_NODE": "n1", "SPLITLAB_RUN": "r", "SPLITLAB_MEMBERS": "n1,n2", "SPLITLAB_TOKEN": "t"}
+SCENARIO = "cluster:\n  nodes: 2\n  defaults: {unicast: UNICAST, membership: none, multicast: none}\n"
+
+
+@pytest.fixture
+def toy_layer() -> Iterator[type]:
+    """A unicast layer registered by this test module (as a user's file would), removed afterwards."""
+
+    @register_layer("unicast", "toy_unicast")
+    class ToyUnicast(Unicast3):
+        pass
+
+    yield ToyUnicast
+    SLOTS["unicast"].registry.unregister("toy_unicast")
+
+
+def test_built_ins_and_the_example_are_registered_in_their_slots() -> None:
+    assert layer_names("unicast")[:3] == ("unicast3", "unicast2", "unicast1")
+    assert "noretx" in layer_names("unicast") and layer_class("unicast", "noretx") is NoRetx
+    assert NoRetx.NAME == "noretx"  # the registered name is the `proto` of its events
+    assert layer_choices("membership") == ("gms", "none") and layer_choices("multicast") == ("nakack4", "none")
+
+
+def test_a_fresh_node_process_finds_noretx_though_no_module_imports_it() -> None:
+    code = ("import sys; from node.config import from_env; from node.layers import build_stack; "
+            "stack = build_stack(from_env({'SPLITLAB_NODE': 'n1', 'SPLITLAB_RUN': 'r', 'SPLITLAB_MEMBERS': 'n1,n2', "
+            "'SPLITLAB_TOKEN': 't', 'SPLITLAB_UNICAST': 'noretx'})); "
+            "print(type(stack.layers['unicast']).__module__)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "node.unicast.noretx", out.stderr
+
+
+def test_an_unknown_layer_names_the_registered_ones_and_where_a_new_one_goes() -> None:
+    with pytest.raises(ConfigError) as info:
+        layer_class("unicast", "unicast4")
+    text = str(info.value)
+    assert "unknown unicast layer 'unicast4'" in text and "noretx" in text and "unicast1" in text
+    assert "node/unicast/" in text
+
+
+def test_registration_refuses_a_taken_name_none_and_a_contradicting_name() -> None:
+    with pytest.raises(ConfigError, match="registered twice"):
+        register_layer("unicast", "unicast3")(type("Other", (Unicast3,), {}))
+    with pytest.raises(ConfigError, match="reserved"):
+        register_layer("multicast", "none")
+    with pytest.raises(ConfigError, match="NAME is 'x'"):
+        register_layer("unicast", "y")(type("Named", (Unicast3,), {"NAME": "x"}))
+    with pytest.raises(ConfigError, match="unknown stack slot"):
+        register_layer("transport", "tcp")
+    assert "y" not in layer_names("unicast") and layer_class("unicast", "unicast3") is Unicast3
+
+
+def test_the_node_configuration_and_build_stack_follow_the_registry(toy_layer: type) -> None:
+    stack = build_stack(from_env({**ENV, "SPLITLAB_UNICAST": "toy_unicast", "SPLITLAB_MULTICAST": "none"}))
+    assert type(stack.layers["unicast"]) is toy_layer and "multicast" not in stack.layers
+    assert type(build_stack(from_env({**ENV, "SPLITLAB_UNICAST": "noretx"})).layers["unicast"]) is NoRetx
+    with pytest.raises(ConfigError) as info:
+        from_env({**ENV, "SPLITLAB_UNICAST": "toy_unicas"})
+    assert "toy_unicast" in str(info.value) and "noretx" in str(info.value)
+
+
+def test_the_scenario_loader_validates_layer_names_from_the_registry(toy_layer: type) -> None:
+    loaded = load_text(SCENARIO.replace("UNICAST", "toy_unicast"), "s.yaml")
+    assert loaded.node_env()["n1"]["SPLITLAB_UNICAST"] == "toy_unicast"
+    with pytest.raises(ScenarioError) as info:
+        load_text(SCENARIO.replace("UNICAST", "toy"), "s.yaml")
+    (line,) = [str(p) for p in info.value.problems]
+    assert line == ("s.yaml:3: cluster.defaults.unicast: expected one of 'noretx', 'toy_unicast', 'unicast1', "
+                    "'unicast2' or 'unicast3', got 'toy'")
+    with pytest.raises(ScenarioError) as info:
+        load_text(SCENARIO.replace("multicast: none", "multicast: nakack5").replace("UNICAST", "noretx"), "s.yaml")
+    assert "expected one of 'nakack4' or 'none', got 'nakack5'" in str(info.value.problems[0])
+
+
+def test_discovery_imports_every_module_of_the_package_that_nobody_names(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    package = tmp_path / "extpkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("from node.registry import Registry\n"
+                                         "THINGS = Registry('thing', ('extpkg',))\nTHINGS.register('builtin', 1)\n")
+    (package / "mine.py").write_text("from extpkg import THINGS\nTHINGS.register('mine', 2)\n")
+    (package / "_private.py").write_text("raise AssertionError('a private module is not imported')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "extpkg", raising=False)
+    import extpkg  # type: ignore[import-not-found]
+
+    things: Registry[int] = extpkg.THINGS
+    assert "extpkg.mine" not in sys.modules
+    assert things.names() == ("builtin", "mine") and things.get("mine") == 2
+    for name in ("extpkg", "extpkg.mine"):
+        monkeypatch.delitem(sys.modules, name)
+
+
+def test_a_new_file_under_node_changes_the_image_tag_and_is_in_its_sources(repo_copy: Path) -> None:
+    tmp_path = repo_copy
+    before = images.node_tag(tmp_path)
+    (tmp_path / "node" / "unicast" / "mylayer.py").write_text("# a user's layer\n")
+    assert images.node_tag(tmp_path) != before
+    assert tmp_path / "node" / "unicast" / "mylayer.py" in images._node_sources(tmp_path)
+
+
+@pytest.mark.parametrize("variant, delivered", [("unicast3", 10), ("noretx", 2)])
+def test_noretx_never_resends_a_lost_message(variant: str, delivered: int) -> None:
+    """The third DATA is lost once: unicast3 resends it and delivers all ten, noretx delivers the two before
+    the gap, buffers the rest and never resends (its suppressed resends are counted)."""
+    sim = unicast_sim(variant, ("a", "b"), seed=2, config=UnicastConfig())
+    sim.drop_next("a", "b", UnicastData, where=lambda m: m.seqno == 3)
+    sent = send_many(sim, "a", "b", 10)
+    sim.run_for(3.0)
+    assert sim.delivered("b", "a") == sent[:delivered], sim.repro()
+    resends = [e for e in sim.emitted("data_tx", node="a") if e.get("resend")]
+    suppressed = sim.layer("a", "unicast").send_entries["b"].counters["resend_suppressed"]
+    assert (bool(resends), suppressed > 0) == ((True, False) if variant == "unicast3" else (False, True))

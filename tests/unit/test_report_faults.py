@@ -1,0 +1,52 @@
+"""Fault periods in the report (pipeline.tables.periods_of, pipeline.plots): a fault lasts until its fault_end,
+the next heal or the run's end; an instant fault (restart, inject) has no fault_end and ends where it starts, so
+the plot draws it as a line, not as a shaded span reaching the next heal or the end of the run."""
+from __future__ import annotations
+
+import pytest
+
+from pipeline.tables import periods_of
+from pipeline.timeline import PlotData
+
+T0 = 1_700_000_000.0
+END = T0 + 60
+
+
+def _event(type_: str, at_s: float, fault_id: str | None = None, kind: str | None = None) -> dict:
+    return {"type": type_, "fault_id": fault_id, "kind": kind, "detail": '{"node": "n2"}', "at_ts": T0 + at_s}
+
+
+EVENTS = [
+    _event("fault_start", 5, "p1", "partition"),
+    _event("fault_start", 8, "k1", "kill"),
+    _event("fault_end", 9, "k1", "kill"),
+    _event("fault_start", 9.5, "r1", "restart"),  # the restart after the kill k1 (started again at 9)
+    _event("fault_start", 12, "i1", "inject"),
+    _event("heal", 20),
+    _event("fault_start", 30, "s1", "slow"),  # never ended: lasts to the end of the run
+    _event("fault_start", 40, "r2", "restart"),  # no heal after it: still an instant
+]
+
+
+def test_instants_end_where_they_start_and_spans_at_their_end():
+    periods = {p.fault_id: p for p in periods_of(EVENTS, END)}
+    assert {f: (p.start_ts - T0, p.end_ts - T0, p.instant) for f, p in periods.items()} == {
+        "p1": (5, 20, False), "k1": (8, 9, False), "r1": (9.5, 9.5, True), "i1": (12, 12, True),
+        "s1": (30, 60, False), "r2": (40, 40, True)}
+    assert periods["r1"].detail == {"node": "n2"}
+    assert [p.fault_id for p in periods_of(EVENTS, END)] == ["p1", "k1", "r1", "i1", "s1", "r2"]
+
+
+def test_the_plot_draws_instants_as_lines_and_spans_as_shaded_areas():
+    plots = pytest.importorskip("pipeline.plots", reason="the report's plots need matplotlib")
+    from matplotlib.figure import Figure
+
+    data = PlotData(t0_ts=T0, bucket_s=1.0, nodes=["n1", "n2"], faults=periods_of(EVENTS, END), heals_ts=[T0 + 20])
+    ax = Figure().add_subplot()
+    plots._shade_faults(ax, data)
+    spans = sorted(tuple(round(x, 3) for x in (p.get_x(), p.get_x() + p.get_width())) for p in ax.patches)
+    assert spans == [(5, 20), (8, 9), (30, 60)]
+    assert sorted(float(line.get_xdata()[0]) for line in ax.lines) == [9.5, 12, 20, 40]
+    labelled = sorted((float(line.get_xdata()[0]), line.get_label()) for line in ax.lines
+                      if not line.get_label().startswith("_"))  # one legend entry per kind
+    assert labelled == [(9.5, "fault: restart"), (12, "fault: inject"), (20, "heal")]
