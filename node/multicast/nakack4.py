@@ -167,15 +167,21 @@ class Nakack4(Protocol):
     def on_peer_restarted(self, now_s: float, peer: str) -> list[Effect]:
         """`peer` restarted: its seqnos start again at 1 and it has no window for ours. Its old receive window
         goes (its next message asks for its state, as a newcomer's would), and it is added again as a receiver
-        of ours: a BcastState tells it where our messages start for it, and its acks count from there."""
-        if peer == self.local or peer not in self.members:
+        of ours: a BcastState tells it where our messages start for it, and its acks count from there.
+        A peer the view has excluded (suspected while it was down) loses what its old life left just the same:
+        the window kept for its return would hold its new seqnos below its old low; it is added when a view
+        brings it back."""
+        if peer == self.local or peer not in self.known:
             return []
         self.windows.pop(peer, None)
         self.delivered_up_to.pop(peer, None)  # a new life: its seqnos start again
-        self.departed.pop(peer, None)
         self.acks.pop(peer, None)
+        if self.departed.pop(peer, None) is not None:
+            self._release()
         self.sync.remove_receiver(peer)
         self.counters["peers_restarted"] += 1
+        if peer not in self.members:
+            return []
         out = self._receiver_added(now_s, peer)
         out += self._purge(now_s)
         return out

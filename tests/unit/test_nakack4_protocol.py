@@ -186,6 +186,29 @@ def test_a_restarted_member_is_heard_again_and_hears_again() -> None:
     assert not nak(sim, "a").blocked and nak(sim, "a").acks["c"] == 25
 
 
+def test_a_member_restarted_while_out_of_the_view_is_heard_from_its_first_seqno() -> None:
+    """The container case that failed under load: the view had excluded the killed member when its new life's
+    first datagram arrived, so the window its old life left (low 20, retained for its return) was kept and the
+    new life's seqnos 1..10 were all below it."""
+    sim = multicast_sim(("a", "b", "c"), seed=11, with_membership=False)
+    for payload in ids(20, "c", "old"):
+        multicast(sim, "c", payload)
+    sim.run_for(1.0)
+    for member in ("a", "b"):
+        sim.install_view(member, ("a", "b"), ("a", 2))   # c was suspected and excluded
+    restart(sim, "c")
+    sim.run_for(0.2)
+    for payload in ids(10, "c", "new"):
+        multicast(sim, "c", payload)
+    sim.run_for(0.2)
+    for member in ("a", "b"):
+        sim.install_view(member, ("a", "b", "c"), ("a", 3))  # ... and joins again
+    sim.run_for(3.0)
+    for receiver in ("a", "b"):
+        assert sim.delivered(receiver, "c") == ids(20, "c", "old") + ids(10, "c", "new"), sim.repro()
+        assert not sim.emitted("data_rx", node=receiver, action="discarded", reason="below_window"), sim.repro()
+
+
 def test_datagrams_of_a_life_before_the_restart_are_dropped() -> None:
     sim = multicast_sim(("a", "b", "c"), seed=10, with_membership=False)
     sim.delay_matching("c", "a", "Nakack4Msg", 0.5)  # c's first life's multicast is still in flight ...
