@@ -24,10 +24,11 @@ venv: $(STAMP)
 images: host-deps venv
 	$(BIN)/splitlab images
 
-## the tests: unit tests, then real-container cluster and scenario tests (needs root and Docker)
+## the tests: unit tests beside the real-container cluster and scenario tests (needs root and Docker), in two
+## pytest-xdist workers; every container test runs in one of them, one after the other (tests/conftest.py)
 test: images
 	@mkdir -p runs
-	$(BIN)/python -m pytest tests -ra --junitxml=runs/junit.xml $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests -ra -n 2 --junitxml=runs/junit.xml $(PYTEST_ARGS)
 
 ## unit tests only (no root, no Docker)
 unit: venv

@@ -3,7 +3,8 @@
 # debootstrap (base image), iptables and iproute2 (faults), util-linux (nsenter/unshare),
 # libnetfilter-queue-dev, gcc and Python headers (the NFQUEUE shaper's binding), a Java runtime for Spark,
 # python3-venv; qemu-system-x86, busybox-static, kmod and cpio for the netem VM test (tests/netem_vm: Debian's
-# kernel with sch_netem, booted in qemu).
+# kernel with sch_netem, booted in qemu); tcpdump, the
+# outside reader of the pcap files that `splitlab capture` writes (tests/unit/test_chaos_capture.py).
 set -euo pipefail
 need=()
 have_cmd() { command -v "$1" >/dev/null 2>&1; }
@@ -23,6 +24,7 @@ have_cmd qemu-system-x86_64 || need+=(qemu-system-x86)
 have_pkg busybox-static || need+=(busybox-static)  # the initramfs needs the static build at /bin/busybox
 have_pkg kmod || need+=(kmod)  # depmod/modprobe resolve the guest's module load order
 have_cmd cpio || need+=(cpio)
+have_cmd tcpdump || need+=(tcpdump)  # the capture test: tcpdump reads our pcap files and we read its
 if ! have_cmd docker-compose && ! docker compose version >/dev/null 2>&1; then need+=(docker-compose); fi
 if [ ${#need[@]} -eq 0 ]; then
   echo "host packages: all present"

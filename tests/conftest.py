@@ -1,12 +1,39 @@
 """The suite's fixtures come from splitlab's own pytest plugin (chaos/harness/pytest_plugin.py, registered as the
-`pytest11` entry point `splitlab`): this file only refuses to start without it, so that an environment installed
-before the entry point existed fails with its fix instead of with "fixture 'splitlab_up' not found"."""
+`pytest11` entry point `splitlab`): this file refuses to start without it, so that an environment installed
+before the entry point existed fails with its fix instead of with "fixture 'splitlab_up' not found".
+
+Under pytest-xdist (`make test`: `-n 2`) the tests of `tests/cluster/` and `tests/scenarios/` (every container
+test) are one work unit: they run in one worker, one after the other, as without xdist (some watch the whole
+machine's runs, rules and namespaces), while the other worker takes the unit tests one by one. (The scheduler
+groups by path: xdist's own `--dist loadgroup` marks nodes ids in a way pytest 9 no longer keeps.) The workers
+run at a lower CPU priority than the containers, so the nodes and the shaper under test keep their timing while
+unit tests fill the idle core."""
 from __future__ import annotations
 
+import os
+
 import pytest
+
+CONTAINER_DIRS = ("tests/cluster/", "tests/scenarios/")
+WORKER_NICENESS = 10
 
 
 def pytest_configure(config: pytest.Config) -> None:
     if not config.pluginmanager.has_plugin("splitlab"):
         raise pytest.UsageError("splitlab's pytest plugin is not registered in this environment: run "
                                 "'.venv/bin/pip install -e .' (or 'make venv') so its pytest11 entry point exists")
+    if hasattr(config, "workerinput"):  # an xdist worker
+        os.nice(WORKER_NICENESS)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ContainerTestsTogether(LoadScopeScheduling):
+        """Every container test in one work unit; every other test a unit of its own."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return "containers" if nodeid.startswith(CONTAINER_DIRS) else nodeid
+
+    return ContainerTestsTogether(config, log)
