@@ -3,11 +3,11 @@
 before the entry point existed fails with its fix instead of with "fixture 'splitlab_up' not found".
 
 Under pytest-xdist (`make test`: `-n 2`) the tests of `tests/cluster/` and `tests/scenarios/` (every container
-test) are one work unit: they run in one worker, one after the other, as without xdist (some watch the whole
-machine's runs, rules and namespaces), while the other worker takes the unit tests one by one. (The scheduler
-groups by path: xdist's own `--dist loadgroup` marks nodes ids in a way pytest 9 no longer keeps.) The workers
-run at a lower CPU priority than the containers, so the nodes and the shaper under test keep their timing while
-unit tests fill the idle core."""
+test; not the netem VM test, which boots qemu) are one work unit: they run in one worker, one after the other, as
+without xdist (some watch the whole machine's runs, rules and namespaces), while the other worker takes the unit
+tests one by one. (The scheduler groups by path: xdist's own `--dist loadgroup` marks nodes ids in a way pytest 9
+no longer keeps.) The workers run at a lower CPU priority than the containers, so the nodes and the shaper under
+test keep their timing while unit tests fill the idle core."""
 from __future__ import annotations
 
 import os
@@ -15,6 +15,7 @@ import os
 import pytest
 
 CONTAINER_DIRS = ("tests/cluster/", "tests/scenarios/")
+NOT_CONTAINERS = ("tests/cluster/test_netem_vm.py",)  # root, but a qemu VM: it runs beside the container tests
 WORKER_NICENESS = 10
 
 
@@ -34,6 +35,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
         """Every container test in one work unit; every other test a unit of its own."""
 
         def _split_scope(self, nodeid: str) -> str:
-            return "containers" if nodeid.startswith(CONTAINER_DIRS) else nodeid
+            if nodeid.startswith(CONTAINER_DIRS) and not nodeid.startswith(NOT_CONTAINERS):
+                return "containers"
+            return nodeid
 
     return ContainerTestsTogether(config, log)

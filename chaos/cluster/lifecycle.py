@@ -30,6 +30,12 @@ LABEL_DIR = "splitlab.dir"
 Log = Callable[[str], None]
 
 
+def run_containers(client: Any, run_id: str) -> list[Any]:
+    """The containers of `run_id`, stopped ones too. One removed while they are listed (another run's teardown,
+    a node restarting) is left out instead of failing the listing."""
+    return client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={run_id}"}, ignore_removed=True)
+
+
 def _quiet(_: str) -> None:
     pass
 
@@ -111,7 +117,7 @@ class Cluster:
 def _node_infos(client: docker.DockerClient, run_id: str) -> list[NodeInfo]:
     infos = []
     project = project_name(run_id)
-    for ctr in client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={run_id}"}):
+    for ctr in run_containers(client, run_id):
         nets = ctr.attrs["NetworkSettings"]["Networks"]
         data = nets.get(f"{project}_data", {}).get("IPAddress", "")
         control = nets.get(f"{project}_control", {}).get("IPAddress", "")
@@ -144,7 +150,7 @@ def up(count: int, *, log: Log = _quiet, wait_timeout_s: float = 60, node_env: d
     if not images.image_exists(image):
         raise EnvironmentProblem(f"node image {image} is not built", hint="run 'make images' (or 'splitlab images')")
     run_id = check_run_id(run_id) if run_id else new_run_id()
-    clash = [c.name for c in client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={run_id}"})]
+    clash = [c.name for c in run_containers(client, run_id)]
     clash += [n for n in (container_name(run_id, x) for x in names) if _container_exists(client, n)]
     if clash:
         raise UsageError(f"run {run_id} already has containers: {', '.join(sorted(set(clash)))}",
@@ -236,7 +242,7 @@ def _remove(client: docker.DockerClient, run_id: str, compose_cmd: list[str], co
                  "--remove-orphans"], timeout_s=180)
         except CommandFailed:
             pass  # the label sweep below removes whatever compose could not
-    for ctr in client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={run_id}"}):
+    for ctr in run_containers(client, run_id):
         ctr.remove(force=True)
     for net in client.networks.list(filters={"label": f"{LABEL_RUN}={run_id}"}):
         net.remove()
@@ -249,7 +255,7 @@ def down(run_id: str, log: Log = _quiet) -> None:
     """
     check_run_id(run_id)
     client = docker_client()
-    ctrs = client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={run_id}"})
+    ctrs = run_containers(client, run_id)
     nets = client.networks.list(filters={"label": f"{LABEL_RUN}={run_id}"})
     if not ctrs and not nets:
         raise UsageError(f"no run {run_id!r}", hint="see 'splitlab ps'")
@@ -276,7 +282,7 @@ def ps() -> list[RunSummary]:
     """Every run that has containers or networks on this engine."""
     client = docker_client()
     runs: dict[str, list[Any]] = {}
-    for ctr in client.containers.list(all=True, filters={"label": LABEL_RUN}):
+    for ctr in client.containers.list(all=True, filters={"label": LABEL_RUN}, ignore_removed=True):  # see run_containers
         runs.setdefault(ctr.labels[LABEL_RUN], []).append(ctr)
     for net in client.networks.list(filters={"label": LABEL_RUN}):
         runs.setdefault(net.attrs["Labels"][LABEL_RUN], [])
