@@ -161,14 +161,27 @@ class Driver:
         outbox, self.outbox = self.outbox, {}
         return outbox
 
-    def datagrams(self, msgs: list[Message] | list[bytes]) -> list[bytes]:
+    def datagrams(self, msgs: list[Message] | list[bytes], encoded: dict[int, bytes] | None = None) -> list[bytes]:
         """One destination's messages (objects, or bytes from `encode_message`) as datagrams from this node's
-        life, bundled within `bundle_max_bytes` (0: one message per datagram) and `node.wire.MAX_MESSAGES`."""
-        encoded = [m if type(m) is bytes else encode_message(m) for m in msgs]
-        out = bundle(self.cluster_id, self.name, encoded, self.incarnation, self.bundle_max_bytes)
+        life, bundled within `bundle_max_bytes` (0: one message per datagram) and `node.wire.MAX_MESSAGES`.
+        `encoded` (id of a message object -> its bytes) lets one flush of the outbox encode a message sent to
+        several destinations once (a multicast is one object sent to every member): pass the same dict for
+        every destination of one `take_outbox`, while the outbox it returned keeps the objects alive."""
+        if encoded is None:
+            encoded_msgs = [m if type(m) is bytes else encode_message(m) for m in msgs]
+        else:
+            encoded_msgs = []
+            for m in msgs:
+                if type(m) is not bytes:
+                    data = encoded.get(id(m))
+                    if data is None:
+                        data = encoded[id(m)] = encode_message(m)
+                    m = data
+                encoded_msgs.append(m)
+        out = bundle(self.cluster_id, self.name, encoded_msgs, self.incarnation, self.bundle_max_bytes)
         counters = self.counters
         counters["datagrams_sent"] += len(out)
-        counters["messages_sent"] += len(encoded)
+        counters["messages_sent"] += len(encoded_msgs)
         return out
 
     # --- state --------------------------------------------------------------------------------------------------

@@ -187,12 +187,13 @@ class NodeRuntime:
 
     def _flush_outbox(self) -> None:
         driver = self.driver
+        encoded: dict[int, bytes] = {}  # a message sent to several peers (a multicast) is encoded once
         for dst, msgs in driver.take_outbox().items():
             addr = self._addresses.get(dst)
             if addr is None:
                 self.counters["unresolved_drops"] += len(msgs)
                 continue
-            for datagram in driver.datagrams(msgs):
+            for datagram in driver.datagrams(msgs, encoded):
                 self._transport.sendto(datagram, addr)
 
     def apply(self, effects: list[Effect]) -> None:

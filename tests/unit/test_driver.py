@@ -38,6 +38,9 @@ class Echo(Protocol):
     def on_request(self, now_s: float, op: str, args: dict[str, Any]) -> list:
         if op == "ping":
             return [Send(args["to"], Ping(i)) for i in range(args["count"])]
+        if op == "multicast":  # one message object to several peers, as NAKACK4 sends
+            msg = Ping(args["id"])
+            return [Send(dst, msg) for dst in args["to"]]
         if op == "timer":
             return [SetTimer(args["key"], args["at_s"])]
         if op == "cancel":
@@ -293,6 +296,23 @@ def test_what_one_node_bundles_another_driver_receives() -> None:
         feed(b, data)
     assert echo.log == [("rx", "a", 0), ("rx", "a", 1), ("rx", "a", 2)] and b.dropped == {}
     assert b.counters["datagrams_received"] == 1 and len(host.delivered) == 3
+
+
+def test_one_flush_encodes_a_message_sent_to_several_peers_once(monkeypatch) -> None:
+    import node.driver
+
+    calls = []
+    real = node.driver.encode_message
+    monkeypatch.setattr(node.driver, "encode_message", lambda msg: calls.append(msg) or real(msg))
+    driver, _, _ = make()
+    driver.request(0.0, "echo", "multicast", {"id": 7, "to": ["a", "c", "d"]})
+    driver.request(0.0, "echo", "ping", {"to": "a", "count": 1})
+    encoded: dict[int, bytes] = {}
+    sent = {dst: driver.datagrams(msgs, encoded) for dst, msgs in driver.take_outbox().items()}
+    assert calls == [Ping(7), Ping(0)]                             # not once per destination
+    assert {dst: decoded(driver, d) for dst, d in sent.items()} == {
+        "a": [[Ping(7), Ping(0)]], "c": [[Ping(7)]], "d": [[Ping(7)]]}
+    assert driver.counters["messages_sent"] == 4
 
 
 def test_state_has_the_layers_counters_and_drops() -> None:
