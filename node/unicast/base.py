@@ -44,6 +44,7 @@ class UnicastBase(Protocol):
 
     NAME: ClassVar[str] = "unicast"
     MESSAGES: ClassVar[tuple[type, ...]] = ALL_MESSAGES  # the layer owns the whole unicast type range
+    ADMIN_SYNC: ClassVar[bool] = False  # whether the `sync {peer}` request exists (scenarios check it up front)
 
     def __init__(self, local: str, config: UnicastConfig, members: Iterable[str] | None = None) -> None:
         self.local = local
@@ -340,7 +341,7 @@ class UnicastBase(Protocol):
         return []
 
     def _request_sync(self, now_s: float, peer: str) -> list[Effect]:
-        raise UsageError(f"{self.NAME} has no sync operation", hint="sync {peer} exists only in unicast3")
+        raise UsageError(f"{self.NAME} has no sync operation", hint="sync {peer} exists in unicast3 and its kin")
 
     def _ignore(self, now_s: float, src: str, msg: Any) -> list[Effect]:
         self.counters[f"ignored_{type(msg).__name__}"] += 1

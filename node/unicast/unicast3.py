@@ -55,6 +55,7 @@ class Unicast3(UnicastBase):
     """UNICAST3 with the seed's SYNC / SYNC-OK / SYNC-ACK handshake (see the module docstring)."""
 
     NAME = "unicast3"
+    ADMIN_SYNC = True
 
     def __init__(self, local: str, config: UnicastConfig, members: Iterable[str] | None = None) -> None:
         super().__init__(local, config, members)

@@ -37,7 +37,7 @@ from chaos.faults.msgrules import MsgRule
 from node import wire
 from node.errors import EnvironmentProblem, UsageError
 
-pytestmark = pytest.mark.cluster
+pytestmark = pytest.mark.splitlab_cluster
 SETTLE_S = 2.5  # more than the nodes' 1.5 s silence threshold
 
 

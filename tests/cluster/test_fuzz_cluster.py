@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.cluster
+pytestmark = pytest.mark.splitlab_cluster
 COUNT = 10_000             # per phase
 MALFORMED = ("truncated", "bad_count", "unknown_type")
 ALL_CLASSES = {"valid", "boundary", "window_edge", "conn_id", "oversized", "header", *MALFORMED, "bundle"}

@@ -15,7 +15,7 @@ from chaos.cluster import lifecycle as cluster
 
 from chaos.net.docker import DockerNet
 
-pytestmark = pytest.mark.cluster
+pytestmark = pytest.mark.splitlab_cluster
 
 NODES = ("n1", "n2", "n3")
 COUNT = 500

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+pytestmark = pytest.mark.slow  # no container: qemu (host-deps.sh installs it)
 REPO = Path(__file__).resolve().parents[2]
 TEST_RUNS = REPO / "runs" / "tests"
 BUILD_SCRIPT = REPO / "tests" / "netem_vm" / "build.sh"

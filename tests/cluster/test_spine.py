@@ -16,7 +16,7 @@ from chaos.cluster import lifecycle as cluster, images
 from chaos.net.docker import DockerNet
 from node.errors import EnvironmentProblem, UsageError
 
-pytestmark = pytest.mark.cluster
+pytestmark = pytest.mark.splitlab_cluster
 SETTLE_S = 2.5  # more than the nodes' 1.5 s silence threshold
 
 

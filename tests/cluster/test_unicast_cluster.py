@@ -11,7 +11,7 @@ from chaos.cluster import lifecycle as cluster
 
 from chaos.net.docker import DockerNet
 
-pytestmark = pytest.mark.cluster
+pytestmark = pytest.mark.splitlab_cluster
 
 
 def events(run, node, type_):

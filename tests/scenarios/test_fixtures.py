@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-pytestmark = pytest.mark.cluster
+pytestmark = pytest.mark.splitlab_cluster
 
 
 def test_splitlab_net_binds_a_net_to_its_cluster(splitlab_net) -> None:

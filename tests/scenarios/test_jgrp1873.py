@@ -7,7 +7,7 @@ import pytest
 
 from scenario_helpers import held
 
-pytestmark = pytest.mark.cluster
+pytestmark = pytest.mark.splitlab_cluster
 
 
 def test_jgrp1873_endless_retransmission_under_unicast2_clean_under_unicast3(run_variants) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from scenario_helpers import held
 
-pytestmark = pytest.mark.cluster
+pytestmark = pytest.mark.splitlab_cluster
 
 
 def events(result, node: str, type_: str) -> list[dict]:

@@ -12,7 +12,7 @@ import pytest
 
 from scenario_helpers import held
 
-pytestmark = pytest.mark.cluster
+pytestmark = pytest.mark.splitlab_cluster
 
 
 def failing(result) -> set[str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-pytestmark = [pytest.mark.cluster, pytest.mark.splitlab_cluster, pytest.mark.slow]
+pytestmark = [pytest.mark.splitlab_cluster, pytest.mark.slow]
 SEED = 1
 DURATION_S = 25.0  # seed 1 schedules partitions, pauses and delay within 25 s
 

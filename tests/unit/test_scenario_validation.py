@@ -144,8 +144,10 @@ def test_unknown_variant_asked_for() -> None:
 def test_admin_sync_needs_unicast3_in_the_chosen_variant() -> None:
     text = broken("    heal:\n", "    admin: {op: sync, node: n2, peer: n1}\n")
     (line,) = problems(text, variant="legacy")
-    assert line == "s.yaml:13: steps[2].admin.op: admin sync needs unicast3; n2 runs unicast2 in variant legacy"
+    assert line == ("s.yaml:13: steps[2].admin.op: admin sync needs a unicast layer with the sync request "
+                    "(unicast3); n2 runs unicast2 in variant legacy")
     load_text(text, "s.yaml", variant="fixed")
+    load_text(broken("fixed: {unicast: unicast3}", "fixed: {unicast: noretx}", text), "s.yaml", variant="fixed")
 
 
 def test_a_node_setting_the_node_would_refuse() -> None:
