@@ -168,16 +168,15 @@ class Driver:
         several destinations once (a multicast is one object sent to every member): pass the same dict for
         every destination of one `take_outbox`, while the outbox it returned keeps the objects alive."""
         if encoded is None:
-            encoded_msgs = [m if type(m) is bytes else encode_message(m) for m in msgs]
-        else:
-            encoded_msgs = []
-            for m in msgs:
-                if type(m) is not bytes:
-                    data = encoded.get(id(m))
-                    if data is None:
-                        data = encoded[id(m)] = encode_message(m)
-                    m = data
-                encoded_msgs.append(m)
+            encoded = {}
+        encoded_msgs = []
+        for m in msgs:
+            if type(m) is not bytes:
+                data = encoded.get(id(m))
+                if data is None:
+                    data = encoded[id(m)] = encode_message(m)
+                m = data
+            encoded_msgs.append(m)
         out = bundle(self.cluster_id, self.name, encoded_msgs, self.incarnation, self.bundle_max_bytes)
         counters = self.counters
         counters["datagrams_sent"] += len(out)

@@ -30,10 +30,11 @@ LABEL_DIR = "splitlab.dir"
 Log = Callable[[str], None]
 
 
-def run_containers(client: Any, run_id: str) -> list[Any]:
-    """The containers of `run_id`, stopped ones too. One removed while they are listed (another run's teardown,
-    a node restarting) is left out instead of failing the listing."""
-    return client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={run_id}"}, ignore_removed=True)
+def run_containers(client: Any, run_id: str | None) -> list[Any]:
+    """The containers of `run_id` (None: of every run), stopped ones too. One removed while they are listed
+    (another run's teardown, a node restarting) is left out instead of failing the listing."""
+    label = LABEL_RUN if run_id is None else f"{LABEL_RUN}={run_id}"
+    return client.containers.list(all=True, filters={"label": label}, ignore_removed=True)
 
 
 def _quiet(_: str) -> None:
@@ -282,7 +283,7 @@ def ps() -> list[RunSummary]:
     """Every run that has containers or networks on this engine."""
     client = docker_client()
     runs: dict[str, list[Any]] = {}
-    for ctr in client.containers.list(all=True, filters={"label": LABEL_RUN}, ignore_removed=True):  # see run_containers
+    for ctr in run_containers(client, None):
         runs.setdefault(ctr.labels[LABEL_RUN], []).append(ctr)
     for net in client.networks.list(filters={"label": LABEL_RUN}):
         runs.setdefault(net.attrs["Labels"][LABEL_RUN], [])
