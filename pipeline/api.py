@@ -1,8 +1,9 @@
 """`analyze()`: the whole analysis of one run directory, from event files to summary.json and report.html.
 
 Steps: validate the run directory and the check parameters (both before Spark starts), read and validate the
-history, run every check (a crashing check gives `unknown`), write `report/summary.json`, then the Parquet
-tables and `report/report.html`. `steps` lets a caller show progress: it is called with each step's label and
+history, run every check (a crashing check gives `unknown`) beside writing the Parquet tables, write
+`report/summary.json`, then `report/report.html`. The analysis runs in a Spark session of its own (SQL settings
+sized to the history, `pipeline.session.analysis_session`), or in the warm analysis service when it is up. `steps` lets a caller show progress: it is called with each step's label and
 must return a context manager that wraps the step.
 """
 from __future__ import annotations
@@ -16,13 +17,13 @@ from typing import Any, Callable, ContextManager, Mapping
 
 from pyspark.sql import SparkSession
 
-from pipeline import html_report
+from pipeline import html_report, service_client
 from pipeline.checks import CHECKS, CheckContext, CheckResult, run_check
 from pipeline.outputs import write_tables
 from pipeline.params import resolve
 from pipeline.reader import HistoryStats, read_history
 from pipeline.rundir import locate
-from pipeline.session import spark_session
+from pipeline.session import analysis_session, resolve_master, spark_session
 from pipeline.summary import Summary
 from pipeline.tables import Tables
 from pipeline.timeline import bucket_seconds, plot_data
@@ -37,17 +38,15 @@ def _no_progress(label: str) -> ContextManager[None]:
     return contextlib.nullcontext()
 
 
-def _run_checks(ctx: CheckContext, params: dict[str, dict[str, Any]], threads: int) -> dict[str, CheckResult]:
-    """Every check's result, in `CHECKS` order; checks run concurrently (Spark jobs are thread-safe)."""
-    with ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="check") as pool:
-        futures = {c.name: pool.submit(run_check, c, ctx, params[c.name]) for c in CHECKS}
-        return {name: future.result() for name, future in futures.items()}
-
-
 def _run_id(history: HistoryStats, run_dir: Path) -> str:
     if history.run_ids:
         return Counter(history.run_ids).most_common(1)[0][0]
     return run_dir.name
+
+
+def _duration_s(history: HistoryStats) -> float | None:
+    first, last = history.first_ts, history.last_ts
+    return (last - first) if first is not None and last is not None else None
 
 
 def _counts(tables: Tables, history: HistoryStats, results: dict[str, CheckResult]) -> dict[str, Any]:
@@ -62,7 +61,7 @@ def _counts(tables: Tables, history: HistoryStats, results: dict[str, CheckResul
         "nodes": history.nodes,
         "first_ts": first,
         "last_ts": last,
-        "duration_s": (last - first) if first is not None and last is not None else None,
+        "duration_s": _duration_s(history),
         "msgs_sent": sum(sent.values()),
         "msgs_sent_by_kind": dict(sorted(sent.items())),
         "deliveries": by_type.get("app_deliver", 0),
@@ -81,16 +80,21 @@ def analyze(run_dir: Path | str, master: str | None = None, params: Mapping[str,
 
     `master`: a Spark master URL (default `$SPLITLAB_SPARK_MASTER`, else `local[*]`); `params`: check
     parameters `{check: {key: value}}` over the defaults; `spark`: use this session instead; `report`: also
-    write the Parquet tables and report.html (summary.json is always written); `check_threads`: checks run
-    concurrently as Spark jobs from this many threads (their tables are built before).
+    write the Parquet tables and report.html (summary.json is always written); `check_threads`: checks and the
+    table writes run concurrently as Spark jobs from this many threads (the tables they share are built before).
+    Without `spark`, the run goes to the warm analysis service when it is up on that master (`pipeline.service`).
     Raises `UsageError` for a bad run directory or bad parameters, `EnvironmentProblem` when Spark cannot start.
     """
     step = steps or _no_progress
+    if spark is None:
+        served = _served(run_dir, master, params, report, step)
+        if served is not None:
+            return served
     started = time.monotonic()
     run = locate(run_dir)
     resolved = resolve(CHECKS, params)
     with step("starting Spark"):
-        session = spark or spark_session(master)
+        session = analysis_session(spark or spark_session(master), run.size_bytes)
     with step("reading history"):
         read = read_history(session, run)
     history = read.stats
@@ -99,23 +103,25 @@ def analyze(run_dir: Path | str, master: str | None = None, params: Mapping[str,
         with step("building tables"):
             tables.prepare()
         ctx = CheckContext(spark=session, tables=tables, history=history)
-        with step(f"running {len(CHECKS)} checks"):
-            results = _run_checks(ctx, resolved, check_threads)
+        report_dir = run.report_dir
+        label = f"running {len(CHECKS)} checks" + (" beside writing the tables" if report else "")
+        with step(label), ThreadPoolExecutor(max_workers=max(1, check_threads), thread_name_prefix="check") as pool:
+            pending = {c.name: pool.submit(run_check, c, ctx, resolved[c.name]) for c in CHECKS}
+            bucket_s = bucket_seconds(_duration_s(history) or 0.0)
+            written = write_tables(tables, report_dir, bucket_s, pool) if report else None
+            results = {name: future.result() for name, future in pending.items()}
+            tables_written = written() if written is not None else None
         with step("counting"):
             counts = _counts(tables, history, results)
-        report_dir = run.report_dir
         summary = Summary(
             run_id=_run_id(history, run.run_dir), run_dir=str(run.run_dir), checks=results, counts=counts,
             history=history.to_dict(),
             analysis={"master": session.sparkContext.master, "spark_version": session.version,
                       "analysed_ts": time.time()},
             outputs={"summary": f"{run.report_dir.name}/{SUMMARY_FILE}"})
-        if report:
+        if tables_written is not None:
             summary.outputs["report_html"] = f"{run.report_dir.name}/{REPORT_FILE}"
-        bucket_s = bucket_seconds(counts["duration_s"] or 0.0)
-        if report:
-            with step("writing tables"):
-                summary.outputs["tables"] = write_tables(tables, report_dir, bucket_s)
+            summary.outputs["tables"] = tables_written
         summary.analysis["elapsed_s"] = time.monotonic() - started
         summary.write(report_dir / SUMMARY_FILE)
         if report:
@@ -124,6 +130,21 @@ def analyze(run_dir: Path | str, master: str | None = None, params: Mapping[str,
     finally:
         tables.release()
     return summary
+
+
+def _served(run_dir: Path | str, master: str | None, params: Mapping[str, Mapping[str, Any]] | None, report: bool,
+            step: StepReporter) -> Summary | None:
+    """The analysis done by the warm service (`pipeline.service`) when it is up on the master asked for, else
+    None (the caller analyses in its own process)."""
+    running = service_client.status()
+    if running is None or running["master"] != resolve_master(master):
+        return None
+    conn = service_client.Connection.open()
+    if conn is None:
+        return None  # it stopped between the two requests
+    result = conn.request("analyze", steps=step, run_dir=str(Path(run_dir).absolute()),
+                          params={k: dict(v) for k, v in (params or {}).items()}, report=report)
+    return Summary.from_dict(result)
 
 
 def _write_report(tables: Tables, summary: Summary, path: Path) -> None:

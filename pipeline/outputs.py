@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import json
+from concurrent.futures import Executor
 from pathlib import Path
+from typing import Callable
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -33,11 +35,18 @@ def derived_tables(tables: Tables, bucket_s: float) -> dict[str, DataFrame]:
     }
 
 
-def write_tables(tables: Tables, report_dir: Path, bucket_s: float) -> dict[str, str]:
-    """Write every derived table (overwriting); returns name -> path relative to the run directory."""
-    written: dict[str, str] = {}
-    for name, df in derived_tables(tables, bucket_s).items():
+def write_tables(tables: Tables, report_dir: Path, bucket_s: float,
+                 pool: Executor | None = None) -> Callable[[], dict[str, str]]:
+    """Write every derived table (overwriting), each as a task of `pool` (in this thread without one); returns
+    a function that waits for the writes and gives name -> path relative to the run directory."""
+    def write(name: str, df: DataFrame) -> str:
         path = report_dir / TABLES_DIR / f"{name}.parquet"
         df.coalesce(1).write.mode("overwrite").parquet(str(path))
-        written[name] = str(path.relative_to(report_dir.parent))
-    return written
+        return str(path.relative_to(report_dir.parent))
+
+    frames = derived_tables(tables, bucket_s)
+    if pool is None:
+        written = {name: write(name, df) for name, df in frames.items()}
+        return lambda: written
+    futures = {name: pool.submit(write, name, df) for name, df in frames.items()}
+    return lambda: {name: future.result() for name, future in futures.items()}

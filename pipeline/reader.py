@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 
 from node.errors import UsageError
 from pipeline.rundir import RunFiles, Tail, find_line_numbers, inspect_tail
+from pipeline.session import BYTES_PER_PARTITION
 from pipeline.schema import ANALYSED_COLUMNS, CORRUPT_FIELD, EVENT_COLUMNS, EVENT_SCHEMA, problem_column
 
 CONTROLLER = "controller"
@@ -141,7 +142,10 @@ def read_history(spark: SparkSession, run: RunFiles, max_examples: int = 5) -> H
     tails = [t for t in (inspect_tail(p) for p in run.files) if t is not None]
     parsed = (spark.read.schema(EVENT_SCHEMA).options(**_JSON_OPTIONS).json([str(p) for p in run.files])
               .select(F.col("_metadata.file_name").alias("file"), "*"))
-    base = _classify(parsed, tails, raw=CORRUPT_FIELD).persist(StorageLevel.MEMORY_AND_DISK)
+    classified = _classify(parsed, tails, raw=CORRUPT_FIELD)
+    if run.size_bytes <= BYTES_PER_PARTITION:
+        classified = classified.coalesce(1)  # small: one task per stage, not one per file (see partitions_for)
+    base = classified.persist(StorageLevel.MEMORY_AND_DISK)
 
     stats = HistoryStats()
     sent_kind = F.when(F.col("type") == "app_send", F.col("kind")).alias("sent_kind")

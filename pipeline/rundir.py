@@ -32,6 +32,11 @@ class RunFiles:
     def report_dir(self) -> Path:
         return self.run_dir / REPORT_DIR
 
+    @property
+    def size_bytes(self) -> int:
+        """The event files' total size."""
+        return sum(p.stat().st_size for p in self.files)
+
 
 @dataclass(frozen=True)
 class Tail:

@@ -84,6 +84,16 @@ class Summary:
             "outputs": self.outputs,
         })
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Summary":
+        """The summary `to_dict()` gave (as read back from summary.json or the analysis service)."""
+        if data.get("format") != SUMMARY_FORMAT:
+            raise HistoryError(f"not a {SUMMARY_FORMAT} summary (format {data.get('format')!r})")
+        checks = {name: CheckResult(name=name, status=c["status"], reason=c["reason"], details=c["details"],
+                                    params=c["params"]) for name, c in data["checks"].items()}
+        return cls(run_id=data["run_id"], run_dir=data["run_dir"], checks=checks, counts=data["counts"],
+                   history=data["history"], analysis=data["analysis"], outputs=data["outputs"])
+
     def write(self, path: Path) -> None:
         """Write the summary as JSON; raises `HistoryError` if the file cannot be written."""
         try:

@@ -1,5 +1,7 @@
-"""The analysis verb of `splitlab`: `splitlab analyze RUN_DIR` runs the Spark analysis of a run's history
-(pipeline.api.analyze) with its steps shown on stderr and the verdict table on stdout.
+"""The analysis verbs of `splitlab`: `splitlab analyze RUN_DIR` runs the Spark analysis of a run's history
+(pipeline.api.analyze) with its steps shown on stderr and the verdict table on stdout; `splitlab spark up | down
+| status` start, stop and show the warm analysis service (pipeline.service) that `analyze` and `run` use when it
+is up.
 
 Exit codes: 0 every check passed, 1 a check failed or could not decide (or another splitlab error), 2 a bad run
 directory or bad arguments.
@@ -14,7 +16,7 @@ from typing import Iterator
 from rich.console import Console
 from rich.table import Table
 
-from chaos.cli.verbs import add_verb
+from chaos.cli.verbs import add_verb, subverbs
 
 STYLES = {"ok": "green", "fail": "bold red", "unknown": "yellow"}
 EXAMPLES = ["splitlab analyze runs/261121-231947-589f",
@@ -69,6 +71,40 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     return summary.exit_code
 
 
+def _show_service(state: dict | None, what: str) -> None:
+    out = Console(highlight=False)
+    if state is None:
+        out.print("the analysis service is not up")
+        return
+    up_s = time.time() - state["started_ts"]
+    out.print(f"the analysis service{what}: pid {state['pid']}, Spark {state['spark_version']} on {state['master']}, "
+              f"up {up_s:.0f} s, {state['analyses']} analyses, socket {state['socket']}")
+
+
+def cmd_spark_up(args: argparse.Namespace) -> int:
+    from pipeline import service
+
+    state = service.start(args.master, timeout_s=args.timeout_s)
+    _show_service(state, " was already up" if state.pop("already") else " is up")
+    return 0
+
+
+def cmd_spark_down(args: argparse.Namespace) -> int:
+    from pipeline import service
+
+    state = service.stop()
+    _show_service(state, " stopped")
+    return 0
+
+
+def cmd_spark_status(args: argparse.Namespace) -> int:
+    from pipeline import service_client
+
+    state = service_client.status()
+    _show_service(state, "")
+    return 0 if state is not None else 1
+
+
 def _epilog() -> str:
     """The default master and the checks' parameters with their defaults (this imports Spark: only when the help
     is shown)."""
@@ -90,3 +126,18 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    help="override a check parameter, e.g. endless_retransmission.min_requests=10 (repeatable)")
     p.add_argument("--no-report", action="store_true",
                    help="write only summary.json (no Parquet tables, no HTML report)")
+
+    p = add_verb(sub, "spark", "the warm analysis service: one Spark driver that analyze and run use when it is up",
+                 None, description="A long-lived Spark driver behind a Unix socket ($SPLITLAB_ANALYSIS_SOCKET, "
+                                   "else <tmp>/splitlab-<uid>/analysis.sock): analyze and run hand it their runs "
+                                   "instead of starting a JVM each.")
+    verbs = subverbs(p)
+    up = add_verb(verbs, "up", "start the service (nothing if it is up)", cmd_spark_up,
+                  examples=["splitlab spark up", "splitlab spark up --master spark://spark-master:7077"])
+    up.add_argument("--master", metavar="URL", help="its Spark master (default: as for analyze)")
+    up.add_argument("--timeout-s", type=float, default=120.0, metavar="S",
+                    help="give up when it is not ready after S seconds (default 120)")
+    add_verb(verbs, "down", "stop the service and wait until it has ended", cmd_spark_down,
+             examples=["splitlab spark down"])
+    add_verb(verbs, "status", "show the service (exit 1 when it is not up)", cmd_spark_status,
+             examples=["splitlab spark status", "SPLITLAB_ANALYSIS_SOCKET=/tmp/my.sock splitlab spark status"])

@@ -12,7 +12,8 @@ Fixtures
                          `.variants(path, variants=None, ...) -> {variant: RunResult}` runs them side by side;
                          `.track(result)` adds a run made elsewhere (e.g. chaos.harness.torture) to the printout
     splitlab_spark       session: the SparkSession every analysis shares (pipeline.session.spark_session on
-                         local[2] unless $SPLITLAB_SPARK_MASTER names one); left running: a process holds one
+                         local[2] unless $SPLITLAB_SPARK_MASTER names one); left running: a process holds one;
+                         None when the warm analysis service is up (`splitlab spark up`), which then serves them
     splitlab_runs_dir    session: this session's own run directory, <--splitlab-runs>/<session id>/
 
 Marker
@@ -313,8 +314,13 @@ def splitlab_runs_dir(pytestconfig: pytest.Config) -> Path:
 
 @pytest.fixture(scope="session")
 def splitlab_spark() -> Any:
-    """The SparkSession every analysis of the session shares (starting one costs seconds)."""
+    """The SparkSession every analysis of the session shares (starting one costs seconds); None when the warm
+    analysis service is up (`splitlab spark up`): `pipeline.api.analyze` then hands every run to it."""
+    from pipeline import service_client
     from pipeline.session import MASTER_ENV, spark_session
+
+    if service_client.status() is not None:
+        return None
 
     return spark_session(None if os.environ.get(MASTER_ENV) else SPARK_MASTER,
                          shuffle_partitions=SPARK_SHUFFLE_PARTITIONS)

@@ -48,7 +48,7 @@ def test_the_tree_holds_every_verb_and_no_second_heal(capsys):
     assert splitlab(["--help"]) == 0
     top = {path[0] for path in VERBS}
     assert top == {"images", "up", "down", "ps", "doctor", "compose-template", "chaos", "heal", "run", "replay",
-                   "sim", "torture", "demo", "analyze", "fuzz"}
+                   "sim", "torture", "demo", "analyze", "fuzz", "spark"}
     assert [p for p in VERBS if "heal" in p] == [("heal",)]  # `splitlab chaos heal` is `unpartition` now
     assert ("chaos", "unpartition") in VERBS
 

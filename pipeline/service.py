@@ -1,0 +1,258 @@
+"""The warm analysis service: one long-lived Spark driver behind a Unix socket (`splitlab spark up`).
+
+Without it every `splitlab analyze` and `splitlab run` starts a JVM and pays its warm-up (the first analysis of a
+15k-event history takes about three times as long as the third in the same JVM). The service keeps one session
+and analyses each run it is sent with `pipeline.api.analyze`, streaming its steps back (protocol in
+`pipeline.service_client`). `start()` spawns it detached and returns when it says it listens (a line on a pipe,
+not polling); `stop()` asks it to stop and waits for its process to end; a stale socket (the service was
+killed) is removed. Several connections are served at once on the one session (Spark jobs are thread-safe).
+
+Run as `python -m pipeline.service --socket PATH [--master URL] [--ready-fd FD]`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import select
+import signal
+import socketserver
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Iterator
+
+from node.errors import EnvironmentProblem, SplitlabError, UsageError, report_error
+from pipeline.service_client import (LOG_NAME, MAX_LINE_BYTES, Connection, error_line, socket_path,
+                                     status as service_status)
+
+READY_LINE = b"ready\n"
+START_TIMEOUT_S = 120.0
+STOP_TIMEOUT_S = 30.0
+_LOG_TAIL_CHARS = 2000
+
+
+class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+    def __init__(self, path: Path, spark: Any) -> None:
+        super().__init__(str(path), _Handler)
+        self.spark = spark
+        self.path = path
+        self.started_ts = time.time()
+        self.analyses = 0
+        self.count_lock = threading.Lock()
+
+    def stop_soon(self) -> None:
+        threading.Thread(target=self.shutdown, name="service-stop", daemon=True).start()
+
+
+class _Handler(socketserver.StreamRequestHandler):
+    server: _Server
+
+    def send(self, line: dict[str, Any]) -> None:
+        self.wfile.write(json.dumps(line).encode() + b"\n")
+        self.wfile.flush()
+
+    def handle(self) -> None:
+        try:
+            request = self._request()
+            op = request.get("op")
+            if op == "status":
+                self.send({"result": self._status()})
+            elif op == "stop":
+                self.send({"result": self._status()})
+                self.server.stop_soon()
+            elif op == "analyze":
+                self.send({"result": self._analyze(request)})
+            else:
+                raise UsageError(f"unknown request {op!r} (analyze, status, stop)")
+        except BrokenPipeError:
+            return  # the client went away; nothing to answer
+        except Exception as exc:  # the request's boundary: the client gets the error and raises it; we go on
+            if not isinstance(exc, SplitlabError):
+                traceback.print_exc()  # a bug: its traceback goes to the service's log
+            self.send(error_line(exc))
+
+    def _request(self) -> dict[str, Any]:
+        raw = self.rfile.readline(MAX_LINE_BYTES + 1)
+        if len(raw) > MAX_LINE_BYTES:
+            raise UsageError(f"a request line over {MAX_LINE_BYTES} bytes")
+        try:
+            request = json.loads(raw)
+        except ValueError:
+            raise UsageError(f"a request that is not JSON: {raw[:80]!r}") from None
+        if not isinstance(request, dict):
+            raise UsageError(f"a request that is not a JSON object: {raw[:80]!r}")
+        return request
+
+    def _status(self) -> dict[str, Any]:
+        spark = self.server.spark
+        return {"pid": os.getpid(), "master": spark.sparkContext.master, "spark_version": spark.version,
+                "started_ts": self.server.started_ts, "analyses": self.server.analyses,
+                "socket": str(self.server.path)}
+
+    def _analyze(self, request: dict[str, Any]) -> dict[str, Any]:
+        from contextlib import contextmanager
+
+        from pipeline.api import analyze
+
+        @contextmanager
+        def step(label: str) -> Iterator[None]:
+            self.send({"step": label, "phase": "start"})
+            yield
+            self.send({"step": label, "phase": "end"})
+
+        run_dir = request.get("run_dir")
+        if not isinstance(run_dir, str):
+            raise UsageError("an analyze request needs run_dir, a path")
+        params = request.get("params")
+        if params is not None and not isinstance(params, dict):
+            raise UsageError(f"check parameters must be an object, not {type(params).__name__}")
+        summary = analyze(run_dir, params=params, spark=self.server.spark,
+                          report=bool(request.get("report", True)), steps=step)
+        with self.server.count_lock:
+            self.server.analyses += 1
+        return summary.to_dict()
+
+
+def serve(path: Path, master: str | None, ready_fd: int | None = None) -> None:
+    """Start Spark on `master`, listen on `path`, write `READY_LINE` to `ready_fd`, serve until stopped (a `stop`
+    request, SIGTERM or SIGINT); then stop Spark and remove the socket."""
+    from pipeline.session import spark_session
+
+    spark = spark_session(master)
+    spark.range(1).count()  # the first job starts the executors: pay it now, not in the first analysis
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    other = Connection.open(path)
+    if other is not None:
+        other.close()
+        raise EnvironmentProblem(f"an analysis service already listens on {path}")
+    path.unlink(missing_ok=True)  # stale: nobody listens
+    server = _Server(path, spark)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: server.stop_soon())
+    try:
+        if ready_fd is not None:
+            os.write(ready_fd, READY_LINE)
+            os.close(ready_fd)
+        server.serve_forever(poll_interval=0.5)
+    finally:
+        server.server_close()
+        path.unlink(missing_ok=True)
+        spark.stop()
+
+
+def _log_tail(log: Path) -> str:
+    try:
+        return log.read_text(errors="replace")[-_LOG_TAIL_CHARS:].strip()
+    except OSError:
+        return ""
+
+
+def start(master: str | None = None, path: Path | None = None, timeout_s: float = START_TIMEOUT_S) -> dict[str, Any]:
+    """Start the service detached (or find it up); return its status with `"already": bool`.
+
+    Raises `EnvironmentProblem` if it does not come up within `timeout_s` (its log's tail in the message).
+    """
+    from pipeline.session import resolve_master
+
+    path = path or socket_path()
+    running = service_status(path)
+    if running is not None:
+        if master and running["master"] != master:
+            raise UsageError(f"the analysis service at {path} runs on {running['master']}, not {master}",
+                             hint="splitlab spark down first")
+        return {**running, "already": True}
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    log = path.parent / LOG_NAME
+    read_fd, write_fd = os.pipe()
+    argv = [sys.executable, "-m", "pipeline.service", "--socket", str(path), "--master", resolve_master(master),
+            "--ready-fd", str(write_fd), "--detach"]
+    with open(log, "ab") as log_file:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file,
+                                pass_fds=(write_fd,), start_new_session=True)
+    os.close(write_fd)
+    proc.wait()  # the first process forks the service and ends at once
+    waited_from = time.monotonic()
+    said = _read_until_ready(read_fd, timeout_s)
+    if not said.endswith(READY_LINE):
+        pid = said.split(b"\n")[0]
+        if pid.isdigit() and _alive(int(pid)):
+            os.kill(int(pid), signal.SIGKILL)  # too slow: nothing is left running
+        why = "did not come up within" if time.monotonic() - waited_from >= timeout_s else "exited before"
+        raise EnvironmentProblem(f"the analysis service {why} {timeout_s:.0f} s:\n{_log_tail(log)}",
+                                 hint=f"its log is {log}")
+    up = service_status(path)
+    if up is None:
+        raise EnvironmentProblem(f"the analysis service said it was ready but does not answer on {path}",
+                                 hint=f"its log is {log}")
+    return {**up, "already": False}
+
+
+def _read_until_ready(fd: int, timeout_s: float) -> bytes:
+    """What the service wrote on its pipe (its pid line, then `READY_LINE`) until ready, EOF or `timeout_s`."""
+    said = b""
+    deadline = time.monotonic() + timeout_s
+    try:
+        while not said.endswith(READY_LINE):
+            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+            chunk = os.read(fd, 64) if ready else b""
+            if not chunk:
+                break
+            said += chunk
+    finally:
+        os.close(fd)
+    return said
+
+
+def stop(path: Path | None = None, timeout_s: float = STOP_TIMEOUT_S) -> dict[str, Any] | None:
+    """Stop the service and wait until its process ended; return its last status, or None if it was not up (a
+    stale socket is removed). Raises `EnvironmentProblem` if it does not end within `timeout_s`."""
+    path = path or socket_path()
+    conn = Connection.open(path)
+    if conn is None:
+        path.unlink(missing_ok=True)
+        return None
+    last = conn.request("stop")
+    deadline = time.monotonic() + timeout_s
+    while _alive(int(last["pid"])):
+        if time.monotonic() > deadline:
+            raise EnvironmentProblem(f"the analysis service (pid {last['pid']}) did not stop within {timeout_s:.0f} s",
+                                     hint=f"kill {last['pid']}")
+        time.sleep(0.05)
+    return last
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pipeline.service", description=__doc__.splitlines()[0])
+    parser.add_argument("--socket", type=Path, default=None, help="the socket (default: see pipeline.service_client)")
+    parser.add_argument("--master", default=None, help="the Spark master (default: pipeline.session's)")
+    parser.add_argument("--ready-fd", type=int, default=None, help="write a line there once listening")
+    parser.add_argument("--detach", action="store_true",
+                        help="fork and serve from the child (no parent left to reap it: init does)")
+    args = parser.parse_args(argv)
+    if args.detach and os.fork() > 0:
+        os._exit(0)
+    if args.ready_fd is not None:
+        os.write(args.ready_fd, f"{os.getpid()}\n".encode())
+    try:
+        serve(args.socket or socket_path(), args.master, args.ready_fd)
+    except SplitlabError as exc:
+        return report_error(parser.prog, exc)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
