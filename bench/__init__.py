@@ -3,8 +3,17 @@ them all and prints one table of rows {bench, name, value, unit, baseline, ratio
 asserted."""
 from __future__ import annotations
 
+import contextlib
+import shutil
+import signal
+import subprocess
+import sys
 import time
-from typing import Callable
+from pathlib import Path
+from typing import Callable, Iterator
+
+OUTPUT_DIR = Path("runs") / "bench"
+FLAME_RATE_HZ = 250
 
 
 def wait_until(done: Callable[[], bool], timeout_s: float, what: str, poll_s: float = 0.05) -> None:
@@ -14,3 +23,26 @@ def wait_until(done: Callable[[], bool], timeout_s: float, what: str, poll_s: fl
         if time.monotonic() > deadline:
             raise TimeoutError(f"{what} within {timeout_s:g} s")
         time.sleep(poll_s)
+
+
+@contextlib.contextmanager
+def flame_graph(pid: int, name: str) -> Iterator[Path]:
+    """Sample process `pid` (a node: its container's main process) with py-spy while the block runs and write
+    the flame graph to `runs/bench/<name>.svg` (yields that path). Non-blocking sampling: the node is not paused;
+    only stacks holding the GIL: the node's work, not its idle threads.
+    Without py-spy (not installed) the block runs unsampled and the path says so."""
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    out = OUTPUT_DIR / f"{name}.svg"
+    if not Path(spy).exists():
+        yield out.with_name(f"{name}: no py-spy")
+        return
+    OUTPUT_DIR.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.Popen([spy, "record", "--pid", str(pid), "--nonblocking", "--gil", "--rate", str(FLAME_RATE_HZ),
+                             "--output", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        yield out
+    finally:
+        proc.send_signal(signal.SIGINT)  # py-spy writes the graph when interrupted
+        _, err = proc.communicate(timeout=60)
+        if proc.returncode not in (0, -signal.SIGINT) and not out.exists():
+            raise RuntimeError(f"py-spy failed on pid {pid}: {err.strip()[-500:]}")

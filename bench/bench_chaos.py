@@ -82,7 +82,7 @@ def _partition_rows(count: int, rounds: int) -> list[dict]:
         value, base = statistics.median(ours), statistics.median(old)
         target = "; target <= 50 ms" if count == 5 else ""
         rows.append({"name": f"partition {what}, {count} nodes (bisect)", "value": value, "unit": "ms",
-                     "baseline": base, "ratio": value / base,
+                     "baseline": base, "ratio": value / base, "better": "lower",
                      "note": f"ledger + one iptables-restore per node; baseline: the spine's per-node commands, "
                              f"no ledger; median of {rounds}{target}"})
     return rows
@@ -99,12 +99,12 @@ def _backend_rows(backend: str, shaped_pps: float, shaped: probe.LinkStats, plai
                   plain: probe.LinkStats, count: int) -> list[dict]:
     errors = [abs(d - DELAY_MS) for d in shaped.delays_ms]
     rows = [{"name": f"{backend} throughput at {DELAY_MS:g} ms delay", "value": shaped_pps, "unit": "pkt/s",
-             "baseline": plain_pps, "ratio": shaped_pps / plain_pps,
+             "baseline": plain_pps, "ratio": shaped_pps / plain_pps, "better": "higher",
              "note": f"{count} probes back to back from one namespace; baseline: the same, unshaped link"}]
     for pct in (50, 99):
         value, base = probe.percentile(errors, pct), plain.percentile_ms(pct)
         rows.append({"name": f"{backend} delay error p{pct} at {DELAY_MS:g} ms", "value": value, "unit": "ms",
-                     "baseline": base, "ratio": value / base if base else None,
+                     "baseline": base, "ratio": value / base if base else None, "better": "lower",
                      "note": f"|one-way delay - {DELAY_MS:g} ms| at 1000 pkt/s; baseline: p{pct} one-way "
                              f"latency of the unshaped link (the probe's own error); mean "
                              f"{shaped.mean_delay_ms:.2f} ms"})
@@ -124,7 +124,8 @@ def _shaper_rows(quick: bool) -> list[dict]:
         for backend in ("nfqueue", "netem"):
             if not caps[backend][0]:
                 rows.append({"name": f"{backend} throughput at {DELAY_MS:g} ms delay", "value": None, "unit": "pkt/s",
-                             "baseline": plain_pps, "ratio": None, "note": f"not available here: {caps[backend][1]}"})
+                             "baseline": plain_pps, "ratio": None, "better": "higher",
+                             "note": f"not available here: {caps[backend][1]}"})
                 continue
             with DockerNet(run, seed=1, verify=False, backend=backend) as net:
                 net.slow(DELAY_MS, links=[("n1", "n2")])

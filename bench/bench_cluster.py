@@ -43,5 +43,6 @@ def run(quick: bool) -> list[dict]:
         value = statistics.median(r[index] for r in ours)
         base = statistics.median(r[index] for r in bare)
         rows.append({"name": label, "value": value, "unit": "s", "baseline": base, "ratio": value / base,
+                     "better": "lower",
                      "note": f"baseline: docker run/rm of {NODES} bare containers; median of {rounds}"})
     return rows

@@ -69,9 +69,10 @@ def run(quick: bool) -> list[dict]:
         note += f"; STOPPED: {'; '.join(f'{n}: {why}' for n, why in hung.items())}"
     return [
         {"name": "fuzz datagrams absorbed by n2", "value": absorbed, "unit": "datagram/s",
-         "baseline": outcome.sent / elapsed_s, "ratio": absorbed / (outcome.sent / elapsed_s),
+         "baseline": outcome.sent / elapsed_s, "ratio": absorbed / (outcome.sent / elapsed_s), "better": "higher",
          "note": "rejected by n2's decoder; baseline: sent by the fuzzer; " + note},
         {"name": "workload delivered under fuzzing", "value": delivered, "unit": "msg/s",
          "baseline": clean_delivered, "ratio": delivered / clean_delivered if clean_delivered else None,
+         "better": "higher",
          "note": f"goal >= 0.5x clean; unicast n1->n2 {PAYLOAD_BYTES} B unpaced"},
     ]

@@ -179,6 +179,7 @@ def run(quick: bool) -> list[dict]:
                 read_eps = r["events"] / r["read_s"]
                 rows.append({"name": f"analyze {_label(size)} events ({MASTER})", "value": analyzed_eps,
                              "unit": "events/s", "baseline": read_eps, "ratio": analyzed_eps / read_eps,
+                             "better": "higher",
                              "note": f"analyze {r['analyze_s']:.1f} s vs read+count {r['read_s']:.1f} s; "
                                      f"verdict {r['status']}"})
     finally:
@@ -188,7 +189,7 @@ def run(quick: bool) -> list[dict]:
     growth = large["analyze_s"] / small["analyze_s"]
     scale = large["events"] / small["events"]
     rows.append({"name": f"analyze time growth {_label(sizes[0])} -> {_label(sizes[1])}", "value": growth,
-                 "unit": "x", "baseline": scale, "ratio": growth / scale,
+                 "unit": "x", "baseline": scale, "ratio": growth / scale, "better": "lower",
                  "note": f"read+count grew {large['read_s'] / small['read_s']:.1f}x; baseline = linear"})
     return rows
 

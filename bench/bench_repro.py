@@ -85,11 +85,12 @@ def run(quick: bool) -> list[dict]:
             f"{repeats} runs; no simulator baseline (steps only containers can run)"
         rows += [
             {"name": f"{name}: legacy shows the bug", "value": shown, "unit": "%", "baseline": sim_shown,
-             "ratio": None, "note": note},
+             "ratio": None, "better": "higher", "note": note},
             {"name": f"{name}: fixed passes", "value": clean, "unit": "%", "baseline": sim_clean, "ratio": None,
+             "better": "higher",
              "note": note},
             {"name": f"{name}: time per reproduction", "value": seconds, "unit": "s", "baseline": sim_seconds,
-             "ratio": (seconds / sim_seconds) if sim_seconds else None,
+             "ratio": (seconds / sim_seconds) if sim_seconds else None, "better": "lower",
              "note": "median; cluster, timeline, heal, settle and analysis; ratio = times slower than simulated"},
         ]
     return rows

@@ -26,9 +26,10 @@ def run(quick: bool) -> list[dict]:
         bad = [o.check for o in result.verdict.outcomes if not o.held]
         rows += [
             {"name": f"seed {seed}: invariants held", "value": 100.0 if result.verdict.held else 0.0, "unit": "%",
-             "baseline": None, "ratio": None,
+             "baseline": None, "ratio": None, "better": "higher",
              "note": "all" if not bad else f"broken: {', '.join(bad)}; splitlab replay {result.run_dir}"},
             {"name": f"seed {seed}: wall time", "value": result.elapsed_s, "unit": "s", "baseline": timeline_s,
-             "ratio": result.elapsed_s / timeline_s, "note": "baseline = the timeline (duration_s + settle_s)"},
+             "ratio": result.elapsed_s / timeline_s, "better": "lower",
+             "note": "baseline = the timeline (duration_s + settle_s)"},
         ]
     return rows

@@ -1,0 +1,69 @@
+"""The verdict's latency: `splitlab analyze` of a 15k-event history (5k with quick=True), cold and warm.
+
+Cold: `python -m pipeline RUN_DIR` in a new process with no analysis service (JVM start, warm-up, analysis,
+report), against a new process that starts Spark and reads and counts the same files (the least any cold
+analysis pays). Warm: the same command while `pipeline.service` is up on its own socket, after it analysed the
+history twice (as a service in use would have), against the cold time. The issue's goals are <= 12 s cold and
+<= 3 s warm for 15k events; nothing is asserted.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.bench_pipeline import generate_history
+from pipeline import service
+from pipeline.service_client import SOCKET_ENV
+
+_READ_COUNT = ("import sys; from pipeline.session import spark_session; from bench.bench_pipeline import _read_count; "
+               "from pathlib import Path; print(_read_count(spark_session('local[*]'), Path(sys.argv[1])))")
+WARM_UPS = 2
+
+
+def _timed(argv: list[str], socket_path: Path) -> float:
+    env = {**os.environ, SOCKET_ENV: str(socket_path)}
+    env.pop("SPLITLAB_SPARK_MASTER", None)
+    started = time.monotonic()
+    done = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    elapsed = time.monotonic() - started
+    if done.returncode not in (0, 1):  # 1: a check failed, which is a verdict
+        raise RuntimeError(f"{' '.join(argv)} exited {done.returncode}: {done.stderr[-2000:]}")
+    return elapsed
+
+
+def run(quick: bool) -> list[dict]:
+    target = 5_000 if quick else 15_000
+    with tempfile.TemporaryDirectory(prefix="sl-bench-an-") as tmp:
+        work = Path(tmp)
+        run_dir = work / "run"
+        events = generate_history(run_dir, target)
+        analyze = [sys.executable, "-m", "pipeline", str(run_dir)]
+        nobody = work / "none.sock"
+        read_s = _timed([sys.executable, "-c", _READ_COUNT, str(run_dir)], nobody)
+        cold_s = _timed(analyze, nobody)
+        sock = work / "svc.sock"
+        service.start("local[*]", path=sock)
+        try:
+            for _ in range(WARM_UPS):
+                _timed(analyze, sock)
+            warm_s = _timed(analyze, sock)
+        finally:
+            service.stop(sock)
+    label = f"{events // 1000}k events"
+    return [
+        {"name": f"analyze {label}, cold (new process, no service)", "value": cold_s, "unit": "s",
+         "baseline": read_s, "ratio": read_s / cold_s, "better": "higher",
+         "note": "baseline: a new process's Spark read+count of the same files; goal <= 12 s for 15k"},
+        {"name": f"analyze {label}, analysis service warm", "value": warm_s, "unit": "s",
+         "baseline": cold_s, "ratio": cold_s / warm_s, "better": "higher",
+         "note": f"baseline: the cold analysis; after {WARM_UPS} analyses in the service; goal <= 3 s for 15k"},
+    ]
+
+
+if __name__ == "__main__":
+    for row in run(quick=os.environ.get("BENCH_QUICK") == "1"):
+        print(row)
