@@ -34,6 +34,8 @@ class HistoryWriter:
         self._clock = clock
         self._seq = 0
         self._pending: list[bytes] = []
+        # the envelope's constant part, encoded once: `{"v":1,"run":"...","node":"...",`
+        self._head = orjson.dumps({"v": SCHEMA_VERSION, "run": run_id, "node": node})[:-1] + b","
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._file = open(self.path, "ab")
@@ -43,17 +45,17 @@ class HistoryWriter:
 
     def emit(self, type_: str, **fields: Any) -> None:
         """Record one event; `fields` must be JSON-serialisable and must not use the envelope's keys."""
-        clash = _RESERVED.intersection(fields)
-        if clash:
-            raise ValueError(f"event {type_!r} uses reserved field(s) {sorted(clash)}")
+        if not _RESERVED.isdisjoint(fields):
+            raise ValueError(f"event {type_!r} uses reserved field(s) {sorted(_RESERVED.intersection(fields))}")
         if self._file is None:
             raise HistoryError(f"history {self.path} is closed; event {type_!r} was not recorded")
         self._seq += 1
-        record = {"v": SCHEMA_VERSION, "ts": self._clock(), "seq": self._seq, "run": self.run_id,
-                  "node": self.node, "type": type_}
-        record.update(fields)
-        # orjson: the node writes several events per message, and the stdlib encoder was a third of its time
-        self._pending.append(orjson.dumps(record, default=str))
+        # The node writes several events per message: the envelope's constant part is encoded once and the
+        # fields by orjson (the stdlib encoder was a third of the node's time; one dict per event, half of it).
+        body = orjson.dumps(fields, default=str)
+        line = b'%s"ts":%s,"seq":%d,"type":%s' % (self._head, orjson.dumps(self._clock()), self._seq,
+                                                  orjson.dumps(type_))
+        self._pending.append(line + b"," + body[1:] if len(body) > 2 else line + b"}")
         if len(self._pending) >= self.buffer_lines:
             self.flush()
 

@@ -8,6 +8,11 @@ API's view of the node (`state()`), and the application workloads (`node.workloa
 Bundling: messages the layers send to the same peer during one loop turn are taken from the driver's outbox by
 one flush (scheduled with `call_soon` when the outbox gets its first message) and leave together, packed into
 as few datagrams as `bundle_max_bytes` allows (0 disables bundling: one message per datagram).
+Receiving: asyncio's datagram transport reads one datagram per loop turn, so a burst cost one epoll round and one
+outbox flush per datagram. When it hands us one, we read the others waiting on the same socket (ours, given to
+the transport), up to `RECV_BATCH`, before the loop turns; the layers' answers to the whole batch (acks above all)
+leave in one flush. The transport stays, for sending: it buffers a datagram the kernel cannot take yet (a shaper
+holding packets fills the send buffer).
 A malformed or foreign datagram is counted by reason and dropped; it never raises out of the receive loop.
 """
 from __future__ import annotations
@@ -27,6 +32,8 @@ from node.workload import Workload, WorkloadSpec
 from node.wire import cluster_id_of
 
 RESOLVE_RETRY_S = 0.5
+RECV_BATCH = 128  # datagrams read per wake-up at most; then timers and other callbacks get their turn
+MAX_DATAGRAM_BYTES = 65535
 
 
 async def resolve_host(host: str) -> str:
@@ -45,7 +52,7 @@ class _Endpoint(asyncio.DatagramProtocol):
         self.runtime = runtime
 
     def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
-        self.runtime.datagram_received(data, addr)
+        self.runtime.read_batch(data, addr)
 
     def error_received(self, exc: Exception) -> None:  # ICMP unreachable etc.: UDP is unreliable by design
         self.runtime.counters["send_errors"] += 1
@@ -68,6 +75,7 @@ class NodeRuntime:
         self.dropped = self.driver.dropped
         self._receive = self.driver.receive
         self._transport: asyncio.DatagramTransport | None = None
+        self._sock: socket.socket | None = None  # the data socket: the transport's, drained by `read_batch`
         self._timers: dict[Hashable, asyncio.TimerHandle] = {}
         self._addresses: dict[str, tuple[str, int]] = {}
         self._wall_offset_s = 0.0  # unix time minus loop time, set in bind() (the wall clock without a syscall)
@@ -109,13 +117,18 @@ class NodeRuntime:
         self._wall_offset_s = time.time() - loop.time()
         host, port = self.config.data_address(self.config.name)
         self.data_ip = await resolve_host(host)
-        self._transport, _ = await loop.create_datagram_endpoint(
-            lambda: _Endpoint(self), local_addr=(self.data_ip, port), family=socket.AF_INET)
+        sock = self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock.setblocking(False)
         # A burst of bundled datagrams overflows the default 208 KiB receive buffer; every drop costs a
         # retransmission. Unprivileged SO_RCVBUF is capped at net.core.rmem_max: the effective size is recorded.
-        sock = self._transport.get_extra_info("socket")
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.config.recv_buffer_bytes)
         self.recv_buffer_bytes = sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+        try:
+            sock.bind((self.data_ip, port))
+        except OSError:
+            sock.close()
+            raise
+        self._transport, _ = await loop.create_datagram_endpoint(lambda: _Endpoint(self), sock=sock)
         self._tasks.append(asyncio.create_task(self._resolve_members(), name="resolve-members"))
         self._tasks.append(asyncio.create_task(self._flush_history(), name="flush-history"))
 
@@ -152,6 +165,22 @@ class NodeRuntime:
             self.history.flush()
 
     # --- receive ----------------------------------------------------------------------------------------------
+    def read_batch(self, data: bytes, addr: tuple[str, int]) -> None:
+        """Take the datagram the transport read, then the others waiting, up to `RECV_BATCH` in all (a batch is
+        counted in `recv_batches`)."""
+        self.counters["recv_batches"] += 1
+        self.datagram_received(data, addr)
+        recvfrom = self._sock.recvfrom
+        for _ in range(RECV_BATCH - 1):
+            try:
+                data, addr = recvfrom(MAX_DATAGRAM_BYTES)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:  # an ICMP error queued on the socket (a peer's port closed): UDP is unreliable
+                self.counters["recv_errors"] += 1
+                continue
+            self.datagram_received(data, addr)
+
     def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
         if not self._protocols_started:
             self.counters["datagrams_received"] += 1

@@ -97,3 +97,22 @@ async def test_hostile_datagrams_are_counted_drops_and_the_node_keeps_delivering
         assert "mallory" not in layer.recv_entries
     finally:
         await stop_nodes(nodes)
+
+
+@pytest.mark.timeout(60)
+async def test_a_burst_is_read_in_few_batches(tmp_path) -> None:
+    nodes = await start_nodes(tmp_path)
+    n2 = nodes["n2"]
+    try:
+        burst = 200
+        foreign = encode_datagram(cluster_id_of(RUN) ^ 1, "n1", [Heartbeat(1)])
+        addr = ("127.0.0.1", n2.config.data_address("n2")[1])
+        wakeups, received = n2.counters["recv_batches"], n2.counters["datagrams_received"]
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            for _ in range(burst):  # the loop does not run meanwhile: all of them wait in n2's socket
+                sock.sendto(foreign, addr)
+        await until(lambda: n2.counters["datagrams_received"] - received >= burst)
+        assert n2.counters["recv_batches"] - wakeups <= burst // 20  # one per batch of up to RECV_BATCH
+        assert n2.dropped["foreign"] >= burst
+    finally:
+        await stop_nodes(nodes)
