@@ -249,6 +249,34 @@ def _remove(client: docker.DockerClient, run_id: str, compose_cmd: list[str], co
         net.remove()
 
 
+def _heal_first(ctrs: list[Any], run_id: str, log: Log) -> Path:
+    """Heal the run of `ctrs` (shaper processes and paused nodes go before the containers); its compose file."""
+    from chaos.host.heal import heal_run
+
+    run_dir = Path(ctrs[0].labels.get(LABEL_DIR, ""))
+    heal_run(run_dir, run_id, log=log, missing_ok=True)
+    return run_dir / "docker-compose.yml"
+
+
+def stop(run_id: str, log: Log = _quiet) -> None:
+    """Heal the run, then stop its containers (each node closes its history as it stops), leaving them and the
+    networks for `down`: what must be on disk before an analysis is there when this returns, and the slower
+    removal can run beside the analysis."""
+    check_run_id(run_id)
+    client = docker_client()
+    ctrs = run_containers(client, run_id)
+    if not ctrs:
+        return
+    compose_file = _heal_first(ctrs, run_id, log)
+    if compose_file.is_file():
+        run([*compose_command(), "-p", project_name(run_id), "-f", str(compose_file), "stop", "--timeout", "10"],
+            timeout_s=180)
+    else:
+        for ctr in ctrs:
+            ctr.stop(timeout=10)
+    log(f"run {run_id}: stopped {len(ctrs)} container(s)")
+
+
 def down(run_id: str, log: Log = _quiet) -> None:
     """Remove exactly the containers and networks of `run_id` (the run directory stays).
 
@@ -260,13 +288,7 @@ def down(run_id: str, log: Log = _quiet) -> None:
     nets = client.networks.list(filters={"label": f"{LABEL_RUN}={run_id}"})
     if not ctrs and not nets:
         raise UsageError(f"no run {run_id!r}", hint="see 'splitlab ps'")
-    compose_file = None
-    if ctrs:
-        run_dir = Path(ctrs[0].labels.get(LABEL_DIR, ""))
-        compose_file = run_dir / "docker-compose.yml"
-        from chaos.host.heal import heal_run  # heal first: shaper processes and paused nodes go before the containers
-
-        heal_run(run_dir, run_id, log=log, missing_ok=True)
+    compose_file = _heal_first(ctrs, run_id, log) if ctrs else None
     _remove(client, run_id, compose_command(), compose_file)
     log(f"run {run_id}: removed {len(ctrs)} container(s) and {len(nets)} network(s)")
 

@@ -1,7 +1,7 @@
 """Run a scenario on a network backend and judge it: a fresh cluster (real containers, `backend="docker"`, or the
 simulator, `backend="sim"`: the only difference is the `chaos.net.base.Net` constructed), the timeline, a final
-heal, a settling time, the nodes' final state (and the containers' logs, then `down`), the analysis, and the
-verdict against the scenario's expectations.
+heal, a settling time, the nodes' final state, the nodes stopped (their histories complete) and their logs saved,
+the analysis while the containers and networks are removed, and the verdict against the scenario's expectations.
 
 Everything lands in the run directory `runs/<run-id>/` (or `--out DIR/<run-id>/`):
     schedule.json      the realised schedule (chaos.harness.schedule), rewritten after every step (the steps'
@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import json
 import time
-from contextlib import contextmanager
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -220,9 +221,11 @@ def check_backend(loaded: Loaded, backend: str) -> None:
 
 
 @contextmanager
-def _docker_net(loaded: Loaded, run_id: str, runs_dir: Path, seed: int, progress: Progress) -> Iterator[Net]:
-    """A fresh cluster and its DockerNet; at the end (whatever happens) every fault healed, the logs saved, the
-    cluster removed and the schedule given the effective times the probes measured."""
+def _docker_net(loaded: Loaded, run_id: str, runs_dir: Path, seed: int, progress: Progress,
+                background: ExitStack) -> Iterator[Net]:
+    """A fresh cluster and its DockerNet; at the end (whatever happens) every fault healed, the nodes stopped
+    (their histories complete on disk), the logs saved, and the removal of containers and networks started in
+    the background: `background` waits for it (and raises its error) when it closes, after the analysis."""
     from chaos.net.docker import DockerNet
 
     cluster = clusters.up(loaded.scenario.cluster.nodes, node_env=loaded.node_env(), runs_dir=runs_dir,
@@ -237,12 +240,17 @@ def _docker_net(loaded: Loaded, run_id: str, runs_dir: Path, seed: int, progress
                 net.heal_all()
         finally:
             live = clusters.load(run_id) if _exists(run_id) else cluster
-            _save_logs(live)
-            clusters.down(live.run_id)
+            try:
+                clusters.stop(live.run_id)
+            finally:
+                _save_logs(live)
+                pool = background.enter_context(ThreadPoolExecutor(max_workers=1, thread_name_prefix="down"))
+                background.callback(pool.submit(clusters.down, live.run_id).result)
 
 
 @contextmanager
-def _sim_net(loaded: Loaded, run_id: str, runs_dir: Path, seed: int, progress: Progress) -> Iterator[Net]:
+def _sim_net(loaded: Loaded, run_id: str, runs_dir: Path, seed: int, progress: Progress,
+             background: ExitStack) -> Iterator[Net]:
     """A simulated cluster; its history is written at the end, also when a step failed."""
     from chaos.net.sim import SimNet
 
@@ -274,34 +282,35 @@ def run(loaded: Loaded, *, backend: str = "docker", seed: int | None = None, out
     schedule = Schedule(scenario=loaded.doc.data, source=str(loaded.path or loaded.doc.source),
                         variant=loaded.variant, seed=seed, backend=backend, run_id=run_id, sets=loaded.sets,
                         replay_of=replay_of)
-    states: dict[str, dict[str, Any] | None] = {}
-    timeline_states: dict[str, dict[str, Any] | None] = {}
-    target: actions.Target | None = None
-    with BACKENDS[backend](loaded, run_id, runs_dir, seed, progress) as net:
-        run_dir = net.run_dir
-        try:
-            clock = net.clock(progress.wait)
-            schedule.started_ts = clock.now_ts()
-            schedule.save(run_dir)
-            target = actions.Target(net)
-            Timeline(scenario, StepBackend(target, clock, schedule, progress), schedule).run()
-            timeline_states = _states(net, only=list(target.workloads))
-            progress.say("final heal: every fault removed")
-            heal_start = clock.now_ts()
-            net.heal_all()
-            schedule.final_heal = {"applied_ts": heal_start, "done_ts": clock.now_ts()}
-            clock.pass_time(clock.now_s() + scenario.settle_s, "settling after the heal")
-            states = _states(net)
-            schedule.finished = True
-        finally:
-            (run_dir / "final_state.json").write_text(json.dumps(states, indent=1, default=str))
-            (run_dir / "timeline_end_state.json").write_text(json.dumps(timeline_states, indent=1, default=str))
-    schedule.add_effective_times(_controller_events(run_dir))
-    schedule.save(run_dir)
-    if backend == "sim":
-        progress.say(f"simulated {clock.now_s():.1f} s of virtual time in {time.monotonic() - started:.1f} s")
-    return finish(loaded, run_dir, run_id, seed, schedule, target.workloads, states, timeline_states, progress,
-                  spark, report, analyze, started)
+    with ExitStack() as background:  # the cluster's removal runs beside the analysis; joined on the way out
+        states: dict[str, dict[str, Any] | None] = {}
+        timeline_states: dict[str, dict[str, Any] | None] = {}
+        target: actions.Target | None = None
+        with BACKENDS[backend](loaded, run_id, runs_dir, seed, progress, background) as net:
+            run_dir = net.run_dir
+            try:
+                clock = net.clock(progress.wait)
+                schedule.started_ts = clock.now_ts()
+                schedule.save(run_dir)
+                target = actions.Target(net)
+                Timeline(scenario, StepBackend(target, clock, schedule, progress), schedule).run()
+                timeline_states = _states(net, only=list(target.workloads))
+                progress.say("final heal: every fault removed")
+                heal_start = clock.now_ts()
+                net.heal_all()
+                schedule.final_heal = {"applied_ts": heal_start, "done_ts": clock.now_ts()}
+                clock.pass_time(clock.now_s() + scenario.settle_s, "settling after the heal")
+                states = _states(net)
+                schedule.finished = True
+            finally:
+                (run_dir / "final_state.json").write_text(json.dumps(states, indent=1, default=str))
+                (run_dir / "timeline_end_state.json").write_text(json.dumps(timeline_states, indent=1, default=str))
+        schedule.add_effective_times(_controller_events(run_dir))
+        schedule.save(run_dir)
+        if backend == "sim":
+            progress.say(f"simulated {clock.now_s():.1f} s of virtual time in {time.monotonic() - started:.1f} s")
+        return finish(loaded, run_dir, run_id, seed, schedule, target.workloads, states, timeline_states, progress,
+                      spark, report, analyze, started)
 
 
 def _exists(run_id: str) -> bool:
