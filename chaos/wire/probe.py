@@ -4,7 +4,9 @@ node processes.
 Sockets are opened inside the namespaces from this process (`chaos.host.netns.socket_in`), bound to the nodes'
 data addresses on `PROBE_PORT` (not the node's port, so nodes never see probes; link faults and partitions match
 addresses, so probes get them like node traffic). A probe carries a magic, a stream id, a sequence number
-and its send time on CLOCK_MONOTONIC, which every namespace shares.
+and its send time on CLOCK_REALTIME, which every namespace shares; its arrival time is the kernel's receive
+timestamp (SO_TIMESTAMPNS), not the time this process got around to reading it, so a busy controller does not add
+its own scheduling delay to the one-way delays it measures.
 
 - `measure(src, dst, count, interval_ms)`: one stream; loss, duplicates, reordering, one-way delay statistics;
 - `reachability(pairs)`: which directed pairs pass right now (a few probes each);
@@ -24,8 +26,11 @@ from chaos.host.netns import socket_in
 from node.errors import EnvironmentProblem
 
 PROBE_PORT = 7199
-_FORMAT = struct.Struct("!4sIId")  # magic, stream id, seqno, send time (monotonic s)
+_FORMAT = struct.Struct("!4sIId")  # magic, stream id, seqno, send time (unix s)
 _MAGIC = b"SLPR"
+_SO_TIMESTAMPNS = 35  # Linux (asm-generic and x86); Python's socket module does not export it
+_TIMESPEC = struct.Struct("@qq")
+_ANCILLARY_BYTES = socket.CMSG_SPACE(_TIMESPEC.size)
 
 
 @dataclass(frozen=True)
@@ -82,17 +87,29 @@ def _udp(ep: Endpoint, port: int) -> socket.socket:
         raise EnvironmentProblem(f"cannot bind a probe socket to {ep.ip}:{port} in {ep.node}'s namespace: {exc}",
                                  hint="another probe may be running against this run") from None
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+    sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
     sock.setblocking(False)
     return sock
+
+
+def _arrival_s(ancillary: list[tuple[int, int, bytes]]) -> float:
+    """The kernel's receive time of a datagram (unix s) from its ancillary data; now if it carries none. (The
+    kernel turns timestamps on a moment after the first socket of the machine asks: a datagram that arrives
+    in between is stamped when it is read, as before.)"""
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(data) >= _TIMESPEC.size:
+            sec, nsec = _TIMESPEC.unpack_from(data)
+            return sec + nsec / 1e9
+    return time.time()
 
 
 def _drain(sock: socket.socket, stream: int, seen: dict[int, int], arrivals: list[tuple[int, float]]) -> None:
     while True:
         try:
-            data = sock.recv(2048)
+            data, ancillary, _, _ = sock.recvmsg(2048, _ANCILLARY_BYTES)
         except BlockingIOError:
             return
-        now_s = time.monotonic()
+        now_s = _arrival_s(ancillary)
         if len(data) < _FORMAT.size:
             continue
         magic, sid, seq, sent_s = _FORMAT.unpack_from(data)
@@ -120,7 +137,7 @@ def measure(src: Endpoint, dst: Endpoint, count: int = 1000, interval_ms: float 
                 if select.select([rx], [], [], due_s - now_s)[0]:
                     _drain(rx, stream, seen, arrivals)
             try:
-                tx.sendto(_FORMAT.pack(_MAGIC, stream, seq, time.monotonic()) + pad, (dst.ip, PROBE_PORT))
+                tx.sendto(_FORMAT.pack(_MAGIC, stream, seq, time.time()) + pad, (dst.ip, PROBE_PORT))
             except BlockingIOError:
                 select.select([], [tx], [], 0.1)
             _drain(rx, stream, seen, arrivals)
@@ -154,7 +171,7 @@ def reachability(endpoints: dict[str, Endpoint], pairs: list[tuple[str, str]], p
         for _ in range(probes):
             for (src, dst), i in index.items():
                 try:
-                    socks[src].sendto(_FORMAT.pack(_MAGIC, stream, i, time.monotonic()),
+                    socks[src].sendto(_FORMAT.pack(_MAGIC, stream, i, time.time()),
                                       (endpoints[dst].ip, PROBE_PORT))
                 except BlockingIOError:
                     pass  # a full send buffer is a lost probe; the others decide
