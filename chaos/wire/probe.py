@@ -26,6 +26,7 @@ from chaos.host.netns import socket_in
 from node.errors import EnvironmentProblem
 
 PROBE_PORT = 7199
+SEND_TIMEOUT_S = 5.0  # longest wait for room in the send buffer before a probe run gives up
 _FORMAT = struct.Struct("!4sIId")  # magic, stream id, seqno, send time (unix s)
 _MAGIC = b"SLPR"
 _SO_TIMESTAMPNS = 35  # Linux (asm-generic and x86); Python's socket module does not export it
@@ -120,6 +121,24 @@ def _drain(sock: socket.socket, stream: int, seen: dict[int, int], arrivals: lis
             arrivals.append((seq, (now_s - sent_s) * 1000))
 
 
+def _send(tx: socket.socket, rx: socket.socket, dst: Endpoint, datagram, drain) -> None:
+    """Send one probe, waiting while the send buffer is full (datagrams a shaper holds stay charged to it): a probe
+    counted as sent is sent, so the loss measured is the link's. Its send time is taken when it leaves."""
+    deadline_s = time.monotonic() + SEND_TIMEOUT_S
+    while True:
+        try:
+            tx.sendto(datagram(), (dst.ip, PROBE_PORT))
+            return
+        except BlockingIOError:
+            if time.monotonic() > deadline_s:
+                raise EnvironmentProblem(f"a probe to {dst.node} ({dst.ip}) could not be sent for "
+                                         f"{SEND_TIMEOUT_S:g} s: the send buffer stayed full",
+                                         hint="a shaper or a paused node may be holding the datagrams") from None
+            readable, _, _ = select.select([rx], [tx], [], 0.05)
+            if readable:
+                drain()
+
+
 def measure(src: Endpoint, dst: Endpoint, count: int = 1000, interval_ms: float = 0.2, settle_ms: float = 300,
             size: int = 64) -> LinkStats:
     """Send `count` probes src -> dst spaced by `interval_ms` and collect them for `settle_ms` after the last."""
@@ -136,10 +155,8 @@ def measure(src: Endpoint, dst: Endpoint, count: int = 1000, interval_ms: float 
             while (now_s := time.monotonic()) < due_s:
                 if select.select([rx], [], [], due_s - now_s)[0]:
                     _drain(rx, stream, seen, arrivals)
-            try:
-                tx.sendto(_FORMAT.pack(_MAGIC, stream, seq, time.time()) + pad, (dst.ip, PROBE_PORT))
-            except BlockingIOError:
-                select.select([], [tx], [], 0.1)
+            _send(tx, rx, dst, lambda: _FORMAT.pack(_MAGIC, stream, seq, time.time()) + pad,
+                  lambda: _drain(rx, stream, seen, arrivals))
             _drain(rx, stream, seen, arrivals)
         deadline = time.monotonic() + settle_ms / 1000
         while (left := deadline - time.monotonic()) > 0:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import dataclasses
+import json
 import re
 import signal
 import socket
@@ -126,6 +127,10 @@ def test_mean_delay_within_2_ms_at_20_ms_and_only_toward_the_asked_peer(run, net
     assert abs(shaped.mean_delay_ms - 20) <= 2 and shaped.loss_pct == 0, shaped.as_dict()
     assert plain.mean_delay_ms < 2, plain.as_dict()
     assert run.all_hear_all()  # the control network answers; the nodes still hear each other
+    if backend == "nfqueue":  # root here: the shaper runs ahead of the loaded test workers, like a qdisc
+        stats = run.run_dir / "chaos" / "shaper-n1.json.stats"
+        wait_for(lambda: stats.exists() and json.loads(stats.read_text()).get("scheduling") == "fifo 1",
+                 what="the shaper's stats saying it runs SCHED_FIFO")
 
 
 def test_normal_jitter_has_the_asked_mean_and_spread(run, net, backend):

@@ -5,7 +5,10 @@ from __future__ import annotations
 import socket
 import time
 
+import pytest
+
 from chaos.wire import probe
+from node.errors import EnvironmentProblem
 
 
 def test_a_probe_read_late_is_timed_by_its_arrival_not_by_the_read():
@@ -31,3 +34,39 @@ def test_a_probe_read_late_is_timed_by_its_arrival_not_by_the_read():
 def test_without_a_kernel_timestamp_the_read_time_stands_in():
     before = time.time()
     assert before <= probe._arrival_s([]) <= time.time()
+
+
+class FullThenFree:
+    """A probe's send socket whose buffer is full for the first `full_for` sends (a shaper holding its datagrams)."""
+
+    def __init__(self, full_for: int) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # writable at once: select wakes the retry
+        self.full_for = full_for
+        self.sent: list[bytes] = []
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def sendto(self, data: bytes, _address) -> int:
+        if self.full_for:
+            self.full_for -= 1
+            raise BlockingIOError
+        self.sent.append(data)
+        return len(data)
+
+
+def test_a_probe_is_sent_once_the_send_buffer_has_room_not_counted_lost():
+    tx = FullThenFree(full_for=3)
+    drained = []
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as rx:
+        probe._send(tx, rx, probe.Endpoint("n2", 0, "10.0.0.2"), lambda: b"probe", lambda: drained.append(1))
+    tx.sock.close()
+    assert tx.sent == [b"probe"]
+
+
+def test_a_send_buffer_that_stays_full_is_an_environment_problem(monkeypatch):
+    monkeypatch.setattr(probe, "SEND_TIMEOUT_S", 0.2)
+    tx = FullThenFree(full_for=10**9)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as rx, pytest.raises(EnvironmentProblem, match="n2"):
+        probe._send(tx, rx, probe.Endpoint("n2", 0, "10.0.0.2"), lambda: b"probe", lambda: None)
+    tx.sock.close()

@@ -9,6 +9,11 @@ signal wake-up pipe and the heap's next due time. SIGHUP reloads the spec (held 
 SIGTERM/SIGINT releases every held packet at once and exits. It prints `ready <pid>` on stdout once bound, writes
 `<spec>.gen` with the generation it runs and `<spec>.stats` (counters, JSON; extra packets not sent, by reason,
 in `extra_send_failed`) at most once a second and when it ends.
+
+It stands in for a kernel qdisc, which releases packets from softirq context ahead of every process, so it asks
+for the lowest real-time priority (SCHED_FIFO 1): a busy machine then does not stretch its delays. Where that is
+refused it asks for nice -10 (in its own session, so also its autogroup's), and where that is refused too it runs
+as started; `scheduling` in its stats says which.
 """
 from __future__ import annotations
 
@@ -26,6 +31,7 @@ from pathlib import Path
 
 from netfilterqueue import NetfilterQueue, Packet
 
+from chaos.host import priority
 from chaos.net.shaper import resend
 from chaos.net.shaper.engine import Engine
 from chaos.net.shaper.spec import ShaperSpec
@@ -35,6 +41,8 @@ STATS_EVERY_S = 1.0
 # epoll sleeps in whole milliseconds, rounded up, so a packet is released 0..1 ms after it is due; releasing
 # what is due within the next half millisecond centres that error on zero.
 EARLY_S = 0.0005
+REALTIME_PRIORITY = 1  # SCHED_FIFO's lowest: ahead of every normal process, behind the kernel's own threads
+FALLBACK_NICENESS = -10
 
 
 class Shaper:
@@ -47,6 +55,7 @@ class Shaper:
         self.nfq = NetfilterQueue()
         self.signals: set[int] = set()
         self._stats_at_s = 0.0
+        self.scheduling = "as started"
 
     def _load(self) -> ShaperSpec:
         return ShaperSpec.from_json(self.spec_path.read_text())
@@ -86,7 +95,8 @@ class Shaper:
         if force or now_s - self._stats_at_s >= STATS_EVERY_S:
             self._stats_at_s = now_s
             data = dict(self.engine.stats, **self.sender.stats(), held=len(self.heap),
-                        generation=self.engine.spec.generation, rule_matches=self.engine.book.counters())
+                        generation=self.engine.spec.generation, rule_matches=self.engine.book.counters(),
+                        scheduling=self.scheduling)
             self._write(".stats", json.dumps(data, sort_keys=True))
 
     def reload(self) -> None:
@@ -95,6 +105,8 @@ class Shaper:
 
     def run(self) -> int:
         spec = self.engine.spec
+        self.scheduling = priority.realtime(REALTIME_PRIORITY) or priority.raise_niceness(os.getpid(),
+                                                                                            FALLBACK_NICENESS)
         self.nfq.bind(spec.queue_num, self.on_packet, max_len=MAX_QUEUE_LEN)
         wake_r, wake_w = socket.socketpair()
         wake_r.setblocking(False)
