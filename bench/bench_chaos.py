@@ -1,7 +1,7 @@
-"""The chaos controller: partition apply and heal time for 3, 5 and 10 nodes (target <= 50 ms for 5) next to
-the spine's original per-node commands, and the NFQUEUE shaper's (and, where the kernel has it, netem's)
-throughput and delay error at 10 ms next to unshaped traffic, all measured in the same run on the same
-containers."""
+"""The chaos controller: partition apply and heal time for 3, 5 and 10 nodes (target <= 50 ms for 5) and the
+skew of the cut across the nodes, read from probe traffic, next to the spine's original per-node commands; the
+NFQUEUE shaper's (and, where the kernel has it, netem's) throughput and delay error at 10 ms next to unshaped
+traffic; all measured in the same run on the same containers."""
 from __future__ import annotations
 
 import statistics
@@ -14,10 +14,11 @@ from chaos.faults import grudge
 
 from chaos.net import iptables, partition
 
-from chaos.wire import probe
+from chaos.wire import cutwatch, probe
 from chaos.host.ledger import Ledger
 from chaos.net.docker import DockerNet
 from chaos.net.backends import capabilities
+from node.errors import EnvironmentProblem
 
 DELAY_MS = 10.0
 
@@ -74,10 +75,19 @@ def _partition_rows(count: int, rounds: int) -> list[dict]:
             ours_heal.append(_timed(lambda: partition.heal(ledger, run.run_id)))
             old_apply.append(_timed(lambda: _spine_apply(run.run_id, cut, namespaces, ips)))
             old_heal.append(_timed(lambda: _spine_heal(run.run_id, namespaces)))
+        eps = {n.name: probe.Endpoint(n.name, n.pid, n.data_ip) for n in run.nodes}
+        streams = [(eps[min(cut[node])], eps[node]) for node in sorted(cut) if cut[node]]
+        ours_watch, old_watch = [], []
+        for _ in range(rounds):
+            ours_watch.append(cutwatch.watch(streams, lambda: partition.apply(ledger, run.run_id, cut, namespaces,
+                                                                              ips)))
+            partition.heal(ledger, run.run_id)
+            old_watch.append(cutwatch.watch(streams, lambda: _spine_apply(run.run_id, cut, namespaces, ips)))
+            _spine_heal(run.run_id, namespaces)
     finally:
         Ledger(run.run_dir).heal()
         cluster.down(run.run_id)
-    rows = []
+    rows = [_skew_row(count, streams, ours_watch, old_watch)]
     for what, ours, old in (("apply", ours_apply, old_apply), ("heal", ours_heal, old_heal)):
         value, base = statistics.median(ours), statistics.median(old)
         target = "; target <= 50 ms" if count == 5 else ""
@@ -86,6 +96,24 @@ def _partition_rows(count: int, rounds: int) -> list[dict]:
                      "note": f"ledger + one iptables-restore per node; baseline: the spine's per-node commands, "
                              f"no ledger; median of {rounds}{target}"})
     return rows
+
+
+def _skew_row(count: int, streams: list, ours: list[cutwatch.Watch], old: list[cutwatch.Watch]) -> dict:
+    """The spread of the cut across the nodes, read from probe streams (chaos.wire.cutwatch), ours and the
+    baseline's; a round where a stream did not switch is a failed measurement, not a fast one."""
+    for w in ours + old:
+        if len(w.switches) != len(streams) or any(s.kind != "cut" for s in w.switches):
+            raise EnvironmentProblem(f"partition skew, {count} nodes: {len(streams)} streams should each have been "
+                                     f"cut once; the watch saw {w.switches} and unswitched {w.unswitched}")
+    value = statistics.median(w.skew_s for w in ours) * 1000
+    base = statistics.median(w.skew_s for w in old) * 1000
+    lag = statistics.median(w.lag_s for w in ours) * 1000
+    resolution = statistics.median(w.resolution_s for w in ours) * 1000
+    return {"name": f"partition skew, {count} nodes (bisect)", "value": value, "unit": "ms", "baseline": base,
+            "ratio": value / base if base else None, "better": "lower",
+            "note": f"first to last node's cut, from one probe stream into each cut node (resolution "
+                    f"{resolution:.2f} ms); last cut {lag:.1f} ms after apply began; baseline: the spine's "
+                    f"per-node commands; median of {len(ours)}"}
 
 
 def _throughput(src: probe.Endpoint, dst: probe.Endpoint, count: int) -> float:

@@ -25,7 +25,7 @@ import docker
 import pytest
 
 from chaos.cluster import lifecycle as clusters
-from chaos.wire import inject, probe
+from chaos.wire import cutwatch, inject, probe
 from chaos.wire.capture import read_pcap
 from chaos.host.ledger import Ledger, process_cmdline
 from chaos.faults.grudge import LinkFault
@@ -272,6 +272,19 @@ def test_one_way_partition_drops_exactly_one_direction_and_heal_restores(run, ne
     net.heal()
     assert all(probe.reachability(endpoints(run), list(seen)).values())
     wait_for(run.all_hear_all, what="all hear all after heal")
+
+
+def test_a_one_way_cut_lands_on_its_link_only_and_the_traffic_times_it(run, net):
+    eps = endpoints(run)
+    streams = [(eps["n1"], eps["n2"]), (eps["n1"], eps["n3"]), (eps["n2"], eps["n1"])]
+    cut = cutwatch.watch(streams, lambda: net.partition({"n2": {"n1"}}))
+    assert [(s.sender, s.receiver, s.kind) for s in cut.switches] == [("n1", "n2", "cut")], cut
+    assert sorted(cut.unswitched) == [("n1", "n3"), ("n2", "n1")], cut
+    margin_s = 0.02  # a probe's send time is read just before it leaves
+    assert cut.started_s - margin_s <= cut.switches[0].at_s <= cut.finished_s + margin_s, cut
+    healed = cutwatch.watch(streams, net.heal)
+    assert [(s.sender, s.receiver, s.kind) for s in healed.switches] == [("n1", "n2", "healed")], healed
+    assert sorted(healed.unswitched) == [("n1", "n3"), ("n2", "n1")], healed
 
 
 def test_protocol_aware_drop_removes_only_the_matched_message_type(run, net):

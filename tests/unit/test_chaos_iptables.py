@@ -27,6 +27,12 @@ class FakeNs:
         self.calls.append((list(argv), input_text))
 
 
+@pytest.fixture(autouse=True)
+def restores_to_the_fakes(monkeypatch):
+    """The restores that iptables.apply releases together go to each fake namespace's `exec`, one by one."""
+    monkeypatch.setattr(iptables, "restore_together",
+                        lambda jobs: [ns.exec(iptables.RESTORE, input_text=text) for ns, text in jobs])
+
 @pytest.fixture
 def undone(monkeypatch):
     """The entries the ledger's heal undoes, in order; their undo commands are recorded, not run."""

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from chaos.host.ledger import Ledger
-from chaos.net import partition
+from chaos.net import iptables, partition
 from node.errors import UsageError
 
 IPS = {"n1": "10.0.0.1", "n2": "10.0.0.2", "n3": "10.0.0.3"}
@@ -22,6 +22,12 @@ class FakeNs:
         assert argv == ["iptables-restore", "-w", "--noflush"]
         self.inputs.append(input_text)
 
+
+@pytest.fixture(autouse=True)
+def restores_to_the_fakes(monkeypatch):
+    """The restores that iptables.apply releases together go to each fake namespace's `exec`, one by one."""
+    monkeypatch.setattr(iptables, "restore_together",
+                        lambda jobs: [ns.exec(iptables.RESTORE, input_text=text) for ns, text in jobs])
 
 def namespaces():
     return {name: FakeNs(name, inode) for inode, name in enumerate(IPS, 1)}
