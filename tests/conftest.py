@@ -6,9 +6,9 @@ Under pytest-xdist (`make test`: `-n 2`) the tests of `tests/cluster/` and `test
 test; not the netem VM test, which boots qemu) are one work unit: they run in one worker, one after the other, as
 without xdist (some watch the whole machine's runs, rules and namespaces), while the other worker takes the unit
 tests one by one. (The scheduler groups by path: xdist's own `--dist loadgroup` marks nodes ids in a way pytest 9
-no longer keeps.) The workers run at a lower CPU priority than the containers, so the nodes under test keep their
-timing while unit tests fill the idle core; the instruments whose timing is the measurement raise their own
-priority above both (the NFQUEUE shaper, the netem VM's qemu: chaos/host/priority.py)."""
+no longer keeps.) The workers run at nice 10, which (with Linux's autogroups) yields only to the test session's
+other processes; the instruments whose timing is the measurement raise their own priority above the whole load
+(the NFQUEUE shaper, the netem VM's qemu: chaos/host/priority.py)."""
 from __future__ import annotations
 
 import os

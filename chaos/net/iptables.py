@@ -82,8 +82,8 @@ def apply(ledger: Ledger, kind: ChainKind, run_id: str, targets: Sequence[tuple[
     Rules for a namespace: recorded in the ledger (all in one write) before one `iptables-restore` fills the
     chain, creating and hooking it when the ledger holds none there. The restores are started first and handed
     their inputs together (`proc.run_armed`), so the namespaces switch within a moment of each other rather than
-    one process start apart (`make bench` reads the skew from probe traffic). No rules: the chain is removed where the
-    ledger holds one, nothing happens where it does not. Raises `CommandFailed` when iptables refuses.
+    one process start apart (`make bench` reads the skew from probe traffic). No rules: the chain is removed
+    where the ledger holds one, nothing happens where it does not. Raises `CommandFailed` when iptables refuses.
     """
     chain = kind.name(run_id)
     entries = [(ns, list(rules), kind.entry(run_id, ns)) for ns, rules in targets]

@@ -8,8 +8,9 @@ of the change across the nodes; the lag is how long after `change()` began the l
 
 The probes leave from a forked child process, round after round (one probe per stream every `ROUND_S`), so the
 sender neither holds this process's GIL while `change()` runs nor uses a whole core: `change()` is measured as
-it would run without the watch. The sender runs at real-time priority where allowed (chaos/host/priority.py). Send times are CLOCK_MONOTONIC, one clock for every process and namespace; the
-resolution of a switch is one round, reported with the result.
+it would run without the watch. The sender runs at real-time priority where allowed (chaos/host/priority.py).
+Send times are CLOCK_MONOTONIC, one clock for every process and namespace; the resolution of a switch is one
+round, reported with the result.
 """
 from __future__ import annotations
 
