@@ -25,8 +25,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from chaos.host import priority
-from chaos.host.netns import socket_in
-from chaos.wire.probe import Endpoint
+from chaos.wire.probe import Endpoint, udp_socket
 from node.errors import EnvironmentProblem
 
 ROUND_S = 0.0002  # one probe per stream per round
@@ -35,7 +34,6 @@ TAIL_S = 0.1  # and after it returns
 RCVBUF_BYTES = 8 << 20  # holds every probe of a watch: nothing is read until the sender stops
 _FORMAT = struct.Struct("!II")  # stream index, seqno
 _PR_SET_TIMERSLACK = 29
-_SO_RCVBUFFORCE = 33  # Linux; Python's socket module does not export it
 SENDER_PRIORITY = 1  # SCHED_FIFO, as the shaper: it sleeps between rounds, so it never holds a core
 
 
@@ -102,17 +100,6 @@ def classify(sent_s: Sequence[float], arrived: Sequence[bool]) -> tuple[str, int
     return best if misfits < flat else None
 
 
-def _socket(ep: Endpoint) -> socket.socket:
-    sock = socket_in(ep.pid, socket.AF_INET, socket.SOCK_DGRAM)
-    try:
-        sock.bind((ep.ip, 0))
-    except OSError as exc:
-        sock.close()
-        raise EnvironmentProblem(f"cannot bind a watch socket to {ep.ip} in {ep.node}'s namespace: {exc}") from None
-    sock.setblocking(False)
-    return sock
-
-
 def _send_rounds(senders: list[socket.socket], targets: list[tuple[str, int]], stop: mmap.mmap, out_fd: int) -> None:
     """The child: a round of probes every ROUND_S until `stop[0]` is set, then each stream's send times on
     `out_fd` (count, then the doubles)."""
@@ -169,12 +156,8 @@ def watch(streams: Sequence[tuple[Endpoint, Endpoint]], change: Callable[[], obj
     receivers: list[socket.socket] = []
     try:
         for src, dst in streams:
-            senders.append(_socket(src))
-            receivers.append(_socket(dst))
-            try:
-                receivers[-1].setsockopt(socket.SOL_SOCKET, _SO_RCVBUFFORCE, RCVBUF_BYTES)
-            except PermissionError:  # not root: as much as net.core.rmem_max allows
-                receivers[-1].setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF_BYTES)
+            senders.append(udp_socket(src))
+            receivers.append(udp_socket(dst, rcvbuf_bytes=RCVBUF_BYTES))
         targets = [(dst.ip, rx.getsockname()[1]) for (_, dst), rx in zip(streams, receivers)]
         stop = mmap.mmap(-1, 1)
         read_fd, write_fd = os.pipe()

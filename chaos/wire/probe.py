@@ -30,6 +30,8 @@ SEND_TIMEOUT_S = 5.0  # longest wait for room in the send buffer before a probe 
 _FORMAT = struct.Struct("!4sIId")  # magic, stream id, seqno, send time (unix s)
 _MAGIC = b"SLPR"
 _SO_TIMESTAMPNS = 35  # Linux (asm-generic and x86); Python's socket module does not export it
+_SO_RCVBUFFORCE = 33  # Linux; not exported either
+RCVBUF_BYTES = 4 << 20
 _TIMESPEC = struct.Struct("@qq")
 _ANCILLARY_BYTES = socket.CMSG_SPACE(_TIMESPEC.size)
 
@@ -79,7 +81,10 @@ class LinkStats:
                 "p99_ms": round(self.percentile_ms(99), 3)}
 
 
-def _udp(ep: Endpoint, port: int) -> socket.socket:
+def udp_socket(ep: Endpoint, port: int = 0, rcvbuf_bytes: int = RCVBUF_BYTES) -> socket.socket:
+    """A non-blocking UDP socket in `ep`'s namespace, bound to its data address (`port` 0: any), with kernel
+    receive timestamps and a receive buffer of `rcvbuf_bytes` (past net.core.rmem_max when root: SO_RCVBUFFORCE).
+    Raises `EnvironmentProblem` when it cannot be bound."""
     sock = socket_in(ep.pid, socket.AF_INET, socket.SOCK_DGRAM)
     try:
         sock.bind((ep.ip, port))
@@ -87,7 +92,10 @@ def _udp(ep: Endpoint, port: int) -> socket.socket:
         sock.close()
         raise EnvironmentProblem(f"cannot bind a probe socket to {ep.ip}:{port} in {ep.node}'s namespace: {exc}",
                                  hint="another probe may be running against this run") from None
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, _SO_RCVBUFFORCE, rcvbuf_bytes)
+    except PermissionError:  # not root: as much as net.core.rmem_max allows
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf_bytes)
     sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
     sock.setblocking(False)
     return sock
@@ -143,8 +151,8 @@ def measure(src: Endpoint, dst: Endpoint, count: int = 1000, interval_ms: float 
             size: int = 64) -> LinkStats:
     """Send `count` probes src -> dst spaced by `interval_ms` and collect them for `settle_ms` after the last."""
     stream = int.from_bytes(os.urandom(4), "big")  # tells this stream from stale probes; not a fault choice
-    rx = _udp(dst, PROBE_PORT)
-    tx = _udp(src, 0)
+    rx = udp_socket(dst, PROBE_PORT)
+    tx = udp_socket(src, 0)
     seen: dict[int, int] = {}
     arrivals: list[tuple[int, float]] = []
     pad = b"\0" * max(0, size - _FORMAT.size)
@@ -182,7 +190,7 @@ def reachability(endpoints: dict[str, Endpoint], pairs: list[tuple[str, str]], p
     socks = {}
     try:
         for node in nodes:
-            socks[node] = _udp(endpoints[node], PROBE_PORT)
+            socks[node] = udp_socket(endpoints[node], PROBE_PORT)
         index = {pair: i for i, pair in enumerate(pairs)}
         got: set[int] = set()
         for _ in range(probes):
