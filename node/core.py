@@ -17,9 +17,15 @@ from typing import Any, Hashable
 
 from node.errors import UsageError
 
+# Events and effects are values: nothing changes one after it is made. They are not `frozen` dataclasses because
+# a frozen dataclass's __init__ sets each field through object.__setattr__ (3x the cost of a slotted one), and the
+# node makes several per message (measured: 0.35 against 0.10 us for Deliver). unsafe_hash keeps them hashable
+# by value, as frozen ones were.
+value = dataclass(slots=True, unsafe_hash=True)
+
 
 # --- events -----------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
+@value
 class Received:
     """A message `msg` (a `node.wire` message object) arrived from member `src`."""
 
@@ -27,14 +33,14 @@ class Received:
     msg: Any
 
 
-@dataclass(frozen=True)
+@value
 class TimerFired:
     """The timer set earlier under `key` is due."""
 
     key: Hashable
 
 
-@dataclass(frozen=True)
+@value
 class AppRequest:
     """A request from the application or control API: `op` names it, `args` carries its arguments."""
 
@@ -42,7 +48,7 @@ class AppRequest:
     args: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@value
 class ViewInstalled:
     """A new group view: `view_id` and `members` in join order (the first is the coordinator)."""
 
@@ -50,7 +56,7 @@ class ViewInstalled:
     members: tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@value
 class PeerRestarted:
     """Member `peer` restarted: its datagrams carry a newer incarnation, so whatever a layer kept about its
     previous life (sequence numbers, windows) no longer holds. Delivered before the new life's first message."""
@@ -62,7 +68,7 @@ Event = Received | TimerFired | AppRequest | ViewInstalled | PeerRestarted
 
 
 # --- effects ----------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
+@value
 class Send:
     """Send `msg` to member `dst` (unreliably: the runtime bundles and sends one datagram)."""
 
@@ -70,7 +76,7 @@ class Send:
     msg: Any
 
 
-@dataclass(frozen=True)
+@value
 class SetTimer:
     """Fire `TimerFired(key)` at absolute time `at_s` (same clock as `now_s`); replaces a timer with that key."""
 
@@ -78,14 +84,14 @@ class SetTimer:
     at_s: float
 
 
-@dataclass(frozen=True)
+@value
 class CancelTimer:
     """Cancel the timer with `key`, if any."""
 
     key: Hashable
 
 
-@dataclass(frozen=True)
+@value
 class Deliver:
     """Deliver an application payload from `src` to the application (the history records `app_deliver`)."""
 
@@ -94,7 +100,7 @@ class Deliver:
     kind: str = "unicast"  # unicast | multicast
 
 
-@dataclass(frozen=True)
+@value
 class Emit:
     """Append a history event of `type` with `fields` (see pipeline/SCHEMA.md)."""
 
@@ -102,7 +108,7 @@ class Emit:
     fields: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@value
 class InstallView:
     """Install the group view `view_id` (`(coordinator, n)`) with `members` in join order (the first is the
     coordinator). The stack turns it into `ViewInstalled` for every layer right after this effect."""

@@ -65,6 +65,7 @@ class NodeRuntime:
         self.config = config
         self.stack = stack
         self.history = history
+        self._history_record = history.record
         self.driver = Driver(config.name, stack, cluster_id_of(config.run_id), int(time.time() * 1000),
                              config.bundle_max_bytes, frozenset(config.members),
                              set_timer=self._set_timer, cancel_timer=self._cancel_timer, record=self._record,
@@ -207,7 +208,7 @@ class NodeRuntime:
         self.driver.timer(self._loop.time(), key)
 
     def _record(self, type_: str, fields: dict[str, Any]) -> None:
-        self.history.emit(type_, **fields)
+        self._history_record(type_, fields)
         if type_ == "window_unblocked":
             self.window_open.set()
 

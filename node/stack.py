@@ -36,6 +36,12 @@ class Stack:
 
     def _scoped(self, name: str, effects: list[Effect], now_s: float | None = None) -> list[Effect]:
         """Namespace the timers of `name`'s effects; with `now_s`, expand `InstallView` into every layer's view."""
+        for eff in effects:  # most lists (a message's) have none of them: returned as they are, not copied
+            cls = type(eff)
+            if cls is SetTimer or cls is CancelTimer or cls is InstallView:
+                break
+        else:
+            return effects
         out: list[Effect] = []
         for eff in effects:
             if isinstance(eff, SetTimer):

@@ -51,8 +51,16 @@ def cluster_id_of(run_id: str) -> int:
     return zlib.crc32(run_id.encode()) & 0xFFFFFFFF
 
 
+# Messages are values: nothing changes one after it is made (decoded or built to be sent). They are not `frozen`
+# dataclasses because a frozen dataclass's __init__ sets each field through object.__setattr__, 3x the cost of a
+# slotted one, once per message decoded; unsafe_hash keeps them hashable by value, as frozen ones were.
+message = dataclass(slots=True, unsafe_hash=True)
+
+
 class Message:
-    """Base of all wire messages (subclasses are frozen dataclasses, made decodable by `register`)."""
+    """Base of all wire messages (subclasses are `message` dataclasses, made decodable by `register`)."""
+
+    __slots__ = ()
 
     TYPE: ClassVar[int]
     FORMAT: ClassVar[str] = ""
@@ -207,7 +215,7 @@ def field_names(cls: type[Message]) -> list[str]:
 
 # --- liveness and the ping workload (1-15) --------------------------------------------------------------------
 @register
-@dataclass(frozen=True)
+@message
 class Heartbeat(Message):
     """Sent to every member every heartbeat interval; `counter` grows by one per heartbeat."""
 
@@ -217,7 +225,7 @@ class Heartbeat(Message):
 
 
 @register
-@dataclass(frozen=True)
+@message
 class Ping(Message):
     """The ping workload's probe; answered with a `Pong` carrying the same `ping_id`."""
 
@@ -227,7 +235,7 @@ class Ping(Message):
 
 
 @register
-@dataclass(frozen=True)
+@message
 class Pong(Message):
     """Answer to `Ping`."""
 
@@ -254,7 +262,7 @@ def _flag(cls: type[Message], value: int) -> bool:
 
 
 @register
-@dataclass(frozen=True)
+@message
 class UnicastData(Message):
     """An application payload on a unicast connection: `seqno` in the sender's window for this receiver.
 
@@ -282,7 +290,7 @@ class UnicastData(Message):
 
 
 @register
-@dataclass(frozen=True)
+@message
 class UnicastAck(Message):
     """Acknowledges `seqno` (cumulative in unicast3; one message in unicast1/unicast2) on connection `conn_id`."""
 
@@ -294,7 +302,7 @@ class UnicastAck(Message):
 
 
 @register
-@dataclass(frozen=True)
+@message
 class UnicastStable(Message):
     """unicast2: the receiver delivered everything up to `seqno` on `conn_id`; the sender may purge it."""
 
@@ -305,7 +313,7 @@ class UnicastStable(Message):
 
 
 @register
-@dataclass(frozen=True)
+@message
 class UnicastXmitReq(Message):
     """Receiver to sender: resend `seqnos` of connection `conn_id` (0: unknown).
 
@@ -334,7 +342,7 @@ class UnicastXmitReq(Message):
 
 
 @register
-@dataclass(frozen=True)
+@message
 class SendFirstSeqno(Message):
     """unicast2: the receiver has no window for the sender; asks it to resend its lowest unacked message."""
 
@@ -344,7 +352,7 @@ class SendFirstSeqno(Message):
 
 
 @register
-@dataclass(frozen=True)
+@message
 class UnicastClose(Message):
     """unicast3: the sender removed its send connection `conn_id`; the receiver removes the matching window."""
 
@@ -354,7 +362,7 @@ class UnicastClose(Message):
 
 
 @register
-@dataclass(frozen=True)
+@message
 class UnicastSync(Message):
     """unicast3: receiver to sender: my receive window for you is missing or stale, start a sync."""
 
@@ -363,7 +371,7 @@ class UnicastSync(Message):
 
 
 @register
-@dataclass(frozen=True)
+@message
 class UnicastSyncOk(Message):
     """unicast3: sender to receiver: my window starts above `low`, and the connection is now `conn_id`."""
 
@@ -374,7 +382,7 @@ class UnicastSyncOk(Message):
 
 
 @register
-@dataclass(frozen=True)
+@message
 class UnicastSyncAck(Message):
     """unicast3: receiver to sender: window set to connection `conn_id`; acks may be trusted again."""
 
@@ -430,7 +438,7 @@ def _no_tail(cls: type[Message], tail: bytes) -> None:
 
 
 @register
-@dataclass(frozen=True)
+@message
 class ViewMsg(Message):
     """Coordinator to members: install view (`coord`, `n`) with `members` in join order; `merge` marks a MergeView.
 
@@ -460,7 +468,7 @@ class ViewMsg(Message):
 
 
 @register
-@dataclass(frozen=True)
+@message
 class ViewAck(Message):
     """Member to coordinator: view (`coord`, `n`) installed. Body: n u64 | coord (one name)."""
 
@@ -483,7 +491,7 @@ class ViewAck(Message):
 
 
 @register
-@dataclass(frozen=True)
+@message
 class ViewInfo(Message):
     """MERGE3 announcement, sent periodically to every known member: my view (`coord`, `n`, `members`) and who I
     think coordinates it now (`acting`, the first member of it I do not suspect).
@@ -525,7 +533,7 @@ def _payload_tail(cls: type[Message], length: int, tail: bytes) -> bytes:
 
 
 @register
-@dataclass(frozen=True)
+@message
 class Nakack4Msg(Message):
     """A multicast payload with the sender's `seqno`. Body: seqno u64 | payload_len u32 | payload."""
 
@@ -544,7 +552,7 @@ class Nakack4Msg(Message):
 
 
 @register
-@dataclass(frozen=True)
+@message
 class Nakack4XmitReq(Message):
     """Receiver to the original `sender`: resend `seqnos`. Body: sender (one name) | count u16 | seqno u64 each."""
 
@@ -575,7 +583,7 @@ class Nakack4XmitReq(Message):
 
 
 @register
-@dataclass(frozen=True)
+@message
 class Nakack4XmitRsp(Nakack4Msg):
     """A retransmitted multicast (answer to an XMIT_REQ) of the datagram's sender. Body as `Nakack4Msg`; a type
     of its own so receivers and dissectors tell resends apart (layers dispatch on the exact type)."""
@@ -584,7 +592,7 @@ class Nakack4XmitRsp(Nakack4Msg):
 
 
 @register
-@dataclass(frozen=True)
+@message
 class Nakack4Highest(Message):
     """An idle sender with unacked messages: my highest sent seqno is `seqno` (receivers ask for a lost tail)."""
 
@@ -594,7 +602,7 @@ class Nakack4Highest(Message):
 
 
 @register
-@dataclass(frozen=True)
+@message
 class Nakack4Ack(Message):
     """Receiver to sender: highest delivered `seqno` (cumulative); `flags` carries SYNC_CAPABLE in bit 0 and, in
     bits 1-7, the sync generation of the BcastState it acknowledges (0: a plain ACK; node/multicast/sync.py)."""
@@ -606,7 +614,7 @@ class Nakack4Ack(Message):
 
 
 @register
-@dataclass(frozen=True)
+@message
 class BcastState(Message):
     """Unicast, sender to a peer it adds to its receivers: my next multicast seqno is `next_seqno`, and I still hold
     everything from `low_seqno` for you (TIPC BCAST_PROTOCOL/STATE; from a legacy node, the link ACTIVATE hello).
@@ -620,7 +628,7 @@ class BcastState(Message):
 
 
 @register
-@dataclass(frozen=True)
+@message
 class BcastStateReq(Message):
     """Receiver to a member sender it has no window for: please send me your `BcastState`."""
 

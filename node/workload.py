@@ -109,15 +109,16 @@ async def run(runtime: WorkloadHost, workload: Workload) -> None:
     loop = asyncio.get_running_loop()
     started = loop.time()
     multicast = spec.kind == "multicast"
+    record = runtime.history.record
     try:
         for index in range(spec.count):
             msg_id = runtime.new_msg_id()
             payload = make_payload(msg_id, spec.size)
             if multicast:
                 await _send_when_room(runtime, workload, {"payload": payload})
-                runtime.history.emit("app_send", msg_id=msg_id, kind=spec.kind, to=spec.to, size=len(payload))
+                record("app_send", {"msg_id": msg_id, "kind": spec.kind, "to": spec.to, "size": len(payload)})
             else:
-                runtime.history.emit("app_send", msg_id=msg_id, kind=spec.kind, to=spec.to, size=len(payload))
+                record("app_send", {"msg_id": msg_id, "kind": spec.kind, "to": spec.to, "size": len(payload)})
                 await _send_when_room(runtime, workload, {"to": spec.to, "payload": payload})
             workload.sent += 1
             if spec.rate_per_s > 0:
