@@ -4,6 +4,7 @@ asserted."""
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import signal
 import subprocess
@@ -23,6 +24,13 @@ def wait_until(done: Callable[[], bool], timeout_s: float, what: str, poll_s: fl
         if time.monotonic() > deadline:
             raise TimeoutError(f"{what} within {timeout_s:g} s")
         time.sleep(poll_s)
+
+
+def cpu_s(pid: int) -> float:
+    """CPU time (user and system, all threads) that process `pid` has used so far, in seconds."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()  # after the command name, which may hold spaces
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime (fields 14, 15)
 
 
 @contextlib.contextmanager

@@ -56,7 +56,7 @@ def _raw_fanout_rate(run: cluster.Cluster, seconds: float) -> float:
     sender = subprocess.Popen(["nsenter", "-t", str(ns["n1"].pid), "-n", sys.executable, "-m",
                                "bench.bench_multicast", "fanout", hosts, str(RAW_PORT), str(PAYLOAD_BYTES),
                                str(seconds + 1)])
-    rates = [float(p.communicate(timeout=seconds + 30)[0].strip().splitlines()[-1]) for p in receivers.values()]
+    rates = [float(p.communicate(timeout=seconds + 30)[0].split()[-2]) for p in receivers.values()]  # rate, cpu
     sender.wait(timeout=30)
     return min(rates)
 

@@ -2,6 +2,8 @@
 send/receive of the same payload between the same pair of network namespaces, in the same run.
 
 Goal (printed, not asserted): bundled reliable unicast at least 1.5x the raw datagram rate, in messages/s.
+Also printed: the receiving node's CPU per delivered message (user and system time of its process over the
+bundled run), against the raw receiver's CPU per datagram in the same run (goal: at most 3 us).
 """
 from __future__ import annotations
 
@@ -9,14 +11,15 @@ import subprocess
 import sys
 import time
 
-from bench import flame_graph, wait_until
+from bench import cpu_s, flame_graph, wait_until
 from chaos.cluster import lifecycle as cluster
 
 PAYLOAD_BYTES = 100
 RAW_PORT = 7299
 
 
-def _raw_rate(run: cluster.Cluster, seconds: float) -> float:
+def _raw_rate(run: cluster.Cluster, seconds: float) -> tuple[float, float]:
+    """(datagrams/s, receiver CPU us per datagram) of raw UDP from n1 to n2."""
     ns = cluster.namespaces(run)
     dst_ip = run.node("n2").data_ip
     base = [sys.executable, "-m", "bench.udp_blast"]
@@ -27,17 +30,22 @@ def _raw_rate(run: cluster.Cluster, seconds: float) -> float:
                                str(PAYLOAD_BYTES), str(seconds + 1)])
     out, _ = receiver.communicate(timeout=seconds + 30)
     sender.wait(timeout=30)
-    return float(out.strip().splitlines()[-1])
+    rate, cpu_us = out.strip().splitlines()[-1].split()
+    return float(rate), float(cpu_us)
 
 
-def _reliable_rate(run: cluster.Cluster, count: int) -> float:
+def _reliable_rate(run: cluster.Cluster, count: int) -> tuple[float, float]:
+    """(messages/s, receiving node's CPU us per delivered message) of `count` reliable unicasts n1 -> n2."""
     receiver = run.client("n2")
+    receiver_pid = cluster.namespaces(run)["n2"].pid
+    cpu_before_s = cpu_s(receiver_pid)
     before = receiver.state()["counters"].get("delivered", 0)
     started = time.monotonic()
     run.client("n1").unicast("n2", count=count, size=PAYLOAD_BYTES, rate=0)
     wait_until(lambda: receiver.state()["counters"].get("delivered", 0) - before >= count, 300,
                f"{count} messages not delivered")
-    return count / (time.monotonic() - started)
+    elapsed_s = time.monotonic() - started
+    return count / elapsed_s, (cpu_s(receiver_pid) - cpu_before_s) / count * 1e6
 
 
 def run(quick: bool) -> list[dict]:
@@ -46,16 +54,16 @@ def run(quick: bool) -> list[dict]:
     rows = []
     bundled = cluster.up(2)
     try:
-        raw = _raw_rate(bundled, seconds)
+        raw, raw_cpu_us = _raw_rate(bundled, seconds)
         pids = cluster.namespaces(bundled)
         with flame_graph(pids["n1"].pid, "unicast-bundled-sender") as sender_svg, \
                 flame_graph(pids["n2"].pid, "unicast-bundled-receiver") as receiver_svg:
-            rate = _reliable_rate(bundled, count)
+            rate, cpu_us = _reliable_rate(bundled, count)
     finally:
         cluster.down(bundled.run_id)
     unbundled = cluster.up(2, node_env={n: {"SPLITLAB_BUNDLE_MAX_BYTES": "0"} for n in ("n1", "n2")})
     try:
-        rate_unbundled = _reliable_rate(unbundled, count // 4)
+        rate_unbundled, _ = _reliable_rate(unbundled, count // 4)
     finally:
         cluster.down(unbundled.run_id)
     rows.append({"name": "reliable unicast, bundled", "value": rate, "unit": "msg/s", "baseline": raw,
@@ -64,4 +72,8 @@ def run(quick: bool) -> list[dict]:
                          f"{sender_svg}, {receiver_svg}"})
     rows.append({"name": "reliable unicast, unbundled", "value": rate_unbundled, "unit": "msg/s", "baseline": raw,
                  "ratio": rate_unbundled / raw, "better": "higher", "note": "one message per datagram"})
+    rows.append({"name": "CPU per delivered message, receiver, bundled", "value": cpu_us, "unit": "us",
+                 "baseline": raw_cpu_us, "ratio": cpu_us / raw_cpu_us, "better": "lower",
+                 "note": "goal <= 3 us; baseline: the raw receiver's CPU per datagram; the node process, user and "
+                         "system, sampled by py-spy meanwhile (not paused)"})
     return rows

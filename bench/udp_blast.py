@@ -1,5 +1,5 @@
 """Raw UDP baseline for benchmarks: `recv HOST PORT SECONDS` counts datagrams received for SECONDS after the
-first one; `send HOST PORT SIZE SECONDS` sends SIZE-byte datagrams as fast as it can. Run inside node
+first one and prints the rate and its CPU per datagram (us, user and system); `send HOST PORT SIZE SECONDS` sends SIZE-byte datagrams as fast as it can. Run inside node
 namespaces with nsenter, so the baseline crosses exactly the path the nodes use."""
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ def recv(host: str, port: int, seconds: float) -> None:
     print("ready", flush=True)
     sock.recv(65535)
     count = 1
+    cpu_s = time.process_time()
     end = time.monotonic() + seconds
     sock.settimeout(0.5)
     while time.monotonic() < end:
@@ -24,7 +25,7 @@ def recv(host: str, port: int, seconds: float) -> None:
             count += 1
         except socket.timeout:
             pass
-    print(count / seconds, flush=True)
+    print(count / seconds, (time.process_time() - cpu_s) / count * 1e6, flush=True)
 
 
 def send(host: str, port: int, size: int, seconds: float) -> None:

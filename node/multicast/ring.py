@@ -53,6 +53,33 @@ class Ring:
         slot = self._slot(seqno)
         return self._seqnos[slot] == seqno and self._payloads[slot] is not None
 
+    def put_new(self, seqno: int, payload: bytes) -> bool:
+        """`put` unless the ring holds `seqno` already (then False): `has` and `put` in one slot lookup."""
+        slot = (seqno - self.offset - 1) % self.capacity
+        if self._seqnos[slot] == seqno and self._payloads[slot] is not None:
+            return False
+        self._seqnos[slot] = seqno
+        self._payloads[slot] = payload
+        return True
+
+    def pop_run(self, first: int) -> list[tuple[int, bytes]]:
+        """Pop `first`, `first + 1`, ... while the ring holds them; returns them in order (a receive window's
+        drain: one loop without a method call per message)."""
+        out: list[tuple[int, bytes]] = []
+        seqnos, payloads, capacity = self._seqnos, self._payloads, self.capacity
+        seqno = first
+        slot = (seqno - self.offset - 1) % capacity
+        while seqnos[slot] == seqno:
+            payload = payloads[slot]
+            payloads[slot] = None
+            seqnos[slot] = 0
+            if payload is None:
+                break
+            out.append((seqno, payload))
+            seqno += 1
+            slot = slot + 1 if slot + 1 < capacity else 0
+        return out
+
     def pop(self, seqno: int) -> bytes | None:
         slot = self._slot(seqno)
         if self._seqnos[slot] != seqno:
@@ -137,9 +164,8 @@ class ReceiveWindow:
             return BELOW_WINDOW
         if seqno > self.low + self.capacity:
             return OUTSIDE_WINDOW
-        if self.ring.has(seqno):
+        if not self.ring.put_new(seqno, payload):
             return DUPLICATE
-        self.ring.put(seqno, payload)
         self.buffered += 1
         if seqno > self.high:
             self.high = seqno
@@ -147,16 +173,8 @@ class ReceiveWindow:
 
     def drain(self) -> list[tuple[int, bytes]]:
         """Remove and return the messages now deliverable in order; `low` follows."""
-        out: list[tuple[int, bytes]] = []
-        ring = self.ring
-        seqno = self.low + 1
-        while True:
-            payload = ring.pop(seqno)
-            if payload is None:
-                break
-            out.append((seqno, payload))
-            seqno += 1
-        self.low = seqno - 1
+        out = self.ring.pop_run(self.low + 1)
+        self.low += len(out)
         self.buffered -= len(out)
         return out
 
