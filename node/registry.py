@@ -6,6 +6,10 @@ of its `packages` (`pkgutil`: each file and sub-package, in name order, except n
 new file in such a package is registered without any other file naming it. Lookups that happen during that
 import (a package's `__init__` registering its built-ins) see what is registered so far.
 
+Discovery is thread-safe: a lookup from another thread while one discovers waits for it to finish (two
+scenario runs in one process once saw a half-discovered check registry), while lookups from the discovering
+thread itself (during the imports) go on with what is there.
+
 Names keep their registration order. Registering a second, different entry under a taken name raises
 `ConfigError`; registering the same one again (the same object, or one from the same origin after a reload:
 a class's `module.qualname`, or the `origin` the caller names) keeps a single entry.
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import threading
 from typing import Generic, Iterable, TypeVar
 
 from node.errors import ConfigError
@@ -36,6 +41,7 @@ class Registry(Generic[T]):
         self._entries: dict[str, T] = {}
         self._origins: dict[str, str] = {}
         self._state = "new"  # new -> discovering -> discovered
+        self._discovery = threading.RLock()  # re-entrant: the discovering thread's own lookups pass
 
     def register(self, name: str, entry: T, origin: str | None = None) -> T:
         """Add `entry` under `name`; returns it (so a decorator can return the class). `origin` says where it
@@ -75,16 +81,19 @@ class Registry(Generic[T]):
     def discover(self) -> None:
         """Import every module of the registry's packages, once (a failing import propagates: a broken
         extension file must be seen, not skipped)."""
-        if self._state != "new":
+        if self._state == "discovered":
             return
-        self._state = "discovering"
-        done = False
-        try:
-            for package_name in self.packages:
-                package = importlib.import_module(package_name)
-                for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
-                    if not info.name.startswith("_"):
-                        importlib.import_module(f"{package_name}.{info.name}")
-            done = True
-        finally:
-            self._state = "discovered" if done else "new"  # after a failure the next lookup shows it again
+        with self._discovery:  # another thread discovering: wait for it
+            if self._state != "new":  # discovered meanwhile, or this very thread is discovering (an import's lookup)
+                return
+            self._state = "discovering"
+            done = False
+            try:
+                for package_name in self.packages:
+                    package = importlib.import_module(package_name)
+                    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
+                        if not info.name.startswith("_"):
+                            importlib.import_module(f"{package_name}.{info.name}")
+                done = True
+            finally:
+                self._state = "discovered" if done else "new"  # after a failure the next lookup shows it again

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -118,6 +120,31 @@ def test_discovery_imports_every_module_of_the_package_that_nobody_names(tmp_pat
     assert things.names() == ("builtin", "mine") and things.get("mine") == 2
     for name in ("extpkg", "extpkg.mine"):
         monkeypatch.delitem(sys.modules, name)
+
+
+def test_a_lookup_from_another_thread_waits_for_the_discovery_under_way(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two scenario runs in one process: the second thread's lookup must not see a half-discovered registry."""
+    package = tmp_path / "slowpkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("from node.registry import Registry\nTHINGS = Registry('thing', ('slowpkg',))\n")
+    (package / "slow.py").write_text("import time\nfrom slowpkg import THINGS\ntime.sleep(0.3)\n"
+                                     "THINGS.register('slow', 1)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import slowpkg  # type: ignore[import-not-found]
+
+    things: Registry[int] = slowpkg.THINGS
+    first = threading.Thread(target=things.names)
+    first.start()
+    deadline = time.monotonic() + 5
+    while "slowpkg.slow" not in sys.modules and time.monotonic() < deadline:  # the first thread is importing
+        time.sleep(0.001)
+    try:
+        assert things.names() == ("slow",)
+    finally:
+        first.join()
+        for name in ("slowpkg", "slowpkg.slow"):
+            monkeypatch.delitem(sys.modules, name, raising=False)
 
 
 def test_a_new_file_under_node_changes_the_image_tag_and_is_in_its_sources(repo_copy: Path) -> None:
