@@ -42,7 +42,8 @@ class Engine:
     def __init__(self, spec: ShaperSpec, previous: "Engine | None" = None) -> None:
         self.spec = spec
         self.rng = random.Random(spec.seed + spec.generation)
-        self.links: dict[str, LinkFault] = dict(spec.links)
+        # the faults that do something, by destination (`empty` is asked once per spec, not once per packet)
+        self.links: dict[str, LinkFault] = {ip: f for ip, f in spec.links.items() if not f.empty}
         self.names = dict(spec.names)
         self.book = RuleBook(list(spec.rules))
         self.busy_until_s: dict[str, float] = {}
@@ -66,7 +67,7 @@ class Engine:
             if pkt is None:
                 return verdict
         fault = self.links.get(pkt.dst)
-        if fault is None or fault.empty:
+        if fault is None:
             return verdict
         return self._link(now_s, pkt, fault, verdict)
 
