@@ -62,9 +62,9 @@ class HistoryWriter:
         if head is None:
             head = self._heads[type_] = self._head + b'"type":' + orjson.dumps(type_) + b',"ts":'
         body = _dumps(fields, default=str)
+        rest = b"," + body[1:] if len(body) > 2 else b"}"  # the fields after the envelope, or nothing
         pending = self._pending
-        pending.append(b'%s%s,"seq":%d,%s' % (head, _dumps(self._clock()), self._seq, body[1:]) if len(body) > 2
-                       else b'%s%s,"seq":%d}' % (head, _dumps(self._clock()), self._seq))
+        pending.append(b'%s%s,"seq":%d%s' % (head, _dumps(self._clock()), self._seq, rest))
         if len(pending) >= self.buffer_lines:
             self.flush()
 
