@@ -17,7 +17,7 @@ import time
 
 import docker
 
-from bench import wait_until
+from bench import udp_blast, wait_until
 from chaos.cluster import lifecycle as cluster
 
 PAYLOAD_BYTES = 100
@@ -56,7 +56,7 @@ def _raw_fanout_rate(run: cluster.Cluster, seconds: float) -> float:
     sender = subprocess.Popen(["nsenter", "-t", str(ns["n1"].pid), "-n", sys.executable, "-m",
                                "bench.bench_multicast", "fanout", hosts, str(RAW_PORT), str(PAYLOAD_BYTES),
                                str(seconds + 1)])
-    rates = [float(p.communicate(timeout=seconds + 30)[0].split()[-2]) for p in receivers.values()]  # rate, cpu
+    rates = [udp_blast.result(p.communicate(timeout=seconds + 30)[0])[0] for p in receivers.values()]
     sender.wait(timeout=30)
     return min(rates)
 

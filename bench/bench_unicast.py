@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 
-from bench import cpu_s, flame_graph, wait_until
+from bench import cpu_s, flame_graph, udp_blast, wait_until
 from chaos.cluster import lifecycle as cluster
 
 PAYLOAD_BYTES = 100
@@ -30,8 +30,7 @@ def _raw_rate(run: cluster.Cluster, seconds: float) -> tuple[float, float]:
                                str(PAYLOAD_BYTES), str(seconds + 1)])
     out, _ = receiver.communicate(timeout=seconds + 30)
     sender.wait(timeout=30)
-    rate, cpu_us = out.strip().splitlines()[-1].split()
-    return float(rate), float(cpu_us)
+    return udp_blast.result(out)
 
 
 def _reliable_rate(run: cluster.Cluster, count: int) -> tuple[float, float]:

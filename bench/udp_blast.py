@@ -1,5 +1,6 @@
 """Raw UDP baseline for benchmarks: `recv HOST PORT SECONDS` counts datagrams received for SECONDS after the
-first one and prints the rate and its CPU per datagram (us, user and system); `send HOST PORT SIZE SECONDS` sends SIZE-byte datagrams as fast as it can. Run inside node
+first one and prints the rate and its CPU per datagram (us, user and system; read back with `result`);
+`send HOST PORT SIZE SECONDS` sends SIZE-byte datagrams as fast as it can. Run inside node
 namespaces with nsenter, so the baseline crosses exactly the path the nodes use."""
 from __future__ import annotations
 
@@ -26,6 +27,12 @@ def recv(host: str, port: int, seconds: float) -> None:
         except socket.timeout:
             pass
     print(count / seconds, (time.process_time() - cpu_s) / count * 1e6, flush=True)
+
+
+def result(output: str) -> tuple[float, float]:
+    """(datagrams/s, CPU us per datagram) from the output of `recv`."""
+    rate, cpu_us = output.split()[-2:]
+    return float(rate), float(cpu_us)
 
 
 def send(host: str, port: int, size: int, seconds: float) -> None:

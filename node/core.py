@@ -17,10 +17,10 @@ from typing import Any, Hashable
 
 from node.errors import UsageError
 
-# Events and effects are values: nothing changes one after it is made. They are not `frozen` dataclasses because
-# a frozen dataclass's __init__ sets each field through object.__setattr__ (3x the cost of a slotted one), and the
-# node makes several per message (measured: 0.35 against 0.10 us for Deliver). unsafe_hash keeps them hashable
-# by value, as frozen ones were.
+# Events, effects and wire messages (node.wire) are values: nothing changes one after it is made. They are not
+# `frozen` dataclasses because a frozen dataclass's __init__ sets each field through object.__setattr__ (3x the
+# cost of a slotted one), and the node makes several per message (measured: 0.35 against 0.10 us for Deliver).
+# unsafe_hash keeps them hashable by value, as frozen ones were.
 value = dataclass(slots=True, unsafe_hash=True)
 
 

@@ -29,6 +29,7 @@ import zlib
 from dataclasses import dataclass, fields
 from typing import Any, Callable, ClassVar
 
+from node.core import value
 from node.errors import WireError
 
 MAGIC = b"SL"
@@ -51,14 +52,8 @@ def cluster_id_of(run_id: str) -> int:
     return zlib.crc32(run_id.encode()) & 0xFFFFFFFF
 
 
-# Messages are values: nothing changes one after it is made (decoded or built to be sent). They are not `frozen`
-# dataclasses because a frozen dataclass's __init__ sets each field through object.__setattr__, 3x the cost of a
-# slotted one, once per message decoded; unsafe_hash keeps them hashable by value, as frozen ones were.
-message = dataclass(slots=True, unsafe_hash=True)
-
-
 class Message:
-    """Base of all wire messages (subclasses are `message` dataclasses, made decodable by `register`)."""
+    """Base of all wire messages (subclasses are `node.core.value` dataclasses, made decodable by `register`)."""
 
     __slots__ = ()
 
@@ -215,7 +210,7 @@ def field_names(cls: type[Message]) -> list[str]:
 
 # --- liveness and the ping workload (1-15) --------------------------------------------------------------------
 @register
-@message
+@value
 class Heartbeat(Message):
     """Sent to every member every heartbeat interval; `counter` grows by one per heartbeat."""
 
@@ -225,7 +220,7 @@ class Heartbeat(Message):
 
 
 @register
-@message
+@value
 class Ping(Message):
     """The ping workload's probe; answered with a `Pong` carrying the same `ping_id`."""
 
@@ -235,7 +230,7 @@ class Ping(Message):
 
 
 @register
-@message
+@value
 class Pong(Message):
     """Answer to `Ping`."""
 
@@ -262,7 +257,7 @@ def _flag(cls: type[Message], value: int) -> bool:
 
 
 @register
-@message
+@value
 class UnicastData(Message):
     """An application payload on a unicast connection: `seqno` in the sender's window for this receiver.
 
@@ -290,7 +285,7 @@ class UnicastData(Message):
 
 
 @register
-@message
+@value
 class UnicastAck(Message):
     """Acknowledges `seqno` (cumulative in unicast3; one message in unicast1/unicast2) on connection `conn_id`."""
 
@@ -302,7 +297,7 @@ class UnicastAck(Message):
 
 
 @register
-@message
+@value
 class UnicastStable(Message):
     """unicast2: the receiver delivered everything up to `seqno` on `conn_id`; the sender may purge it."""
 
@@ -313,7 +308,7 @@ class UnicastStable(Message):
 
 
 @register
-@message
+@value
 class UnicastXmitReq(Message):
     """Receiver to sender: resend `seqnos` of connection `conn_id` (0: unknown).
 
@@ -342,7 +337,7 @@ class UnicastXmitReq(Message):
 
 
 @register
-@message
+@value
 class SendFirstSeqno(Message):
     """unicast2: the receiver has no window for the sender; asks it to resend its lowest unacked message."""
 
@@ -352,7 +347,7 @@ class SendFirstSeqno(Message):
 
 
 @register
-@message
+@value
 class UnicastClose(Message):
     """unicast3: the sender removed its send connection `conn_id`; the receiver removes the matching window."""
 
@@ -362,7 +357,7 @@ class UnicastClose(Message):
 
 
 @register
-@message
+@value
 class UnicastSync(Message):
     """unicast3: receiver to sender: my receive window for you is missing or stale, start a sync."""
 
@@ -371,7 +366,7 @@ class UnicastSync(Message):
 
 
 @register
-@message
+@value
 class UnicastSyncOk(Message):
     """unicast3: sender to receiver: my window starts above `low`, and the connection is now `conn_id`."""
 
@@ -382,7 +377,7 @@ class UnicastSyncOk(Message):
 
 
 @register
-@message
+@value
 class UnicastSyncAck(Message):
     """unicast3: receiver to sender: window set to connection `conn_id`; acks may be trusted again."""
 
@@ -438,7 +433,7 @@ def _no_tail(cls: type[Message], tail: bytes) -> None:
 
 
 @register
-@message
+@value
 class ViewMsg(Message):
     """Coordinator to members: install view (`coord`, `n`) with `members` in join order; `merge` marks a MergeView.
 
@@ -468,7 +463,7 @@ class ViewMsg(Message):
 
 
 @register
-@message
+@value
 class ViewAck(Message):
     """Member to coordinator: view (`coord`, `n`) installed. Body: n u64 | coord (one name)."""
 
@@ -491,7 +486,7 @@ class ViewAck(Message):
 
 
 @register
-@message
+@value
 class ViewInfo(Message):
     """MERGE3 announcement, sent periodically to every known member: my view (`coord`, `n`, `members`) and who I
     think coordinates it now (`acting`, the first member of it I do not suspect).
@@ -533,7 +528,7 @@ def _payload_tail(cls: type[Message], length: int, tail: bytes) -> bytes:
 
 
 @register
-@message
+@value
 class Nakack4Msg(Message):
     """A multicast payload with the sender's `seqno`. Body: seqno u64 | payload_len u32 | payload."""
 
@@ -552,7 +547,7 @@ class Nakack4Msg(Message):
 
 
 @register
-@message
+@value
 class Nakack4XmitReq(Message):
     """Receiver to the original `sender`: resend `seqnos`. Body: sender (one name) | count u16 | seqno u64 each."""
 
@@ -583,7 +578,7 @@ class Nakack4XmitReq(Message):
 
 
 @register
-@message
+@value
 class Nakack4XmitRsp(Nakack4Msg):
     """A retransmitted multicast (answer to an XMIT_REQ) of the datagram's sender. Body as `Nakack4Msg`; a type
     of its own so receivers and dissectors tell resends apart (layers dispatch on the exact type)."""
@@ -592,7 +587,7 @@ class Nakack4XmitRsp(Nakack4Msg):
 
 
 @register
-@message
+@value
 class Nakack4Highest(Message):
     """An idle sender with unacked messages: my highest sent seqno is `seqno` (receivers ask for a lost tail)."""
 
@@ -602,7 +597,7 @@ class Nakack4Highest(Message):
 
 
 @register
-@message
+@value
 class Nakack4Ack(Message):
     """Receiver to sender: highest delivered `seqno` (cumulative); `flags` carries SYNC_CAPABLE in bit 0 and, in
     bits 1-7, the sync generation of the BcastState it acknowledges (0: a plain ACK; node/multicast/sync.py)."""
@@ -614,7 +609,7 @@ class Nakack4Ack(Message):
 
 
 @register
-@message
+@value
 class BcastState(Message):
     """Unicast, sender to a peer it adds to its receivers: my next multicast seqno is `next_seqno`, and I still hold
     everything from `low_seqno` for you (TIPC BCAST_PROTOCOL/STATE; from a legacy node, the link ACTIVATE hello).
@@ -628,7 +623,7 @@ class BcastState(Message):
 
 
 @register
-@message
+@value
 class BcastStateReq(Message):
     """Receiver to a member sender it has no window for: please send me your `BcastState`."""
 
