@@ -4,12 +4,21 @@ The master comes from the `master` argument, else `SPLITLAB_SPARK_MASTER`, else 
 stderr at WARN (chatty start-up loggers at ERROR) through a log4j2 file written at start; no UI, no progress
 bars, few shuffle partitions (histories are small), no adaptive execution (its re-planning costs more than
 it saves on these many small jobs). A session already running in this process is reused.
+
+On a cluster master (`spark://...`, e.g. `splitlab spark-cluster up`, pipeline.standalone) the executors run
+in other processes: their Python workers (a DataFrame made from driver-side rows runs one) are this
+interpreter (`PYSPARK_PYTHON`, unless set), so they import what the driver imports, and a master on a loopback
+address gets a driver bound to 127.0.0.1 as well (Spark would advertise the machine's first non-loopback
+address to the executors). The history files are read by the executors: a cluster on another machine needs
+them at the same path there.
 """
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from py4j.protocol import Py4JError
 from pyspark.errors import PySparkException
@@ -49,6 +58,14 @@ logger.netty.level = error
 def resolve_master(master: str | None = None) -> str:
     """The master to use: the argument, else `$SPLITLAB_SPARK_MASTER`, else `local[*]`."""
     return master or os.environ.get(MASTER_ENV) or DEFAULT_MASTER
+
+
+def _on_loopback(master: str) -> bool:
+    """`master` runs in this process (`local...`) or is a cluster master on a loopback address."""
+    if master.startswith("local"):
+        return True
+    host = urlsplit(master.split(",")[0]).hostname or ""
+    return host == "localhost" or host.startswith("127.") or host == "::1"
 
 
 def _log_config() -> Path:
@@ -101,9 +118,11 @@ def spark_session(master: str | None = None, shuffle_partitions: int = SHUFFLE_P
                .config("spark.sql.adaptive.enabled", "false")
                .config("spark.sql.debug.maxToStringFields", "200")
                .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={_log_config()}"))
+    if _on_loopback(resolved):
+        builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
     if resolved.startswith("local"):
-        builder = (builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-                   .config("spark.driver.memory", os.environ.get(DRIVER_MEMORY_ENV, DEFAULT_DRIVER_MEMORY)))
+        builder = builder.config("spark.driver.memory", os.environ.get(DRIVER_MEMORY_ENV, DEFAULT_DRIVER_MEMORY))
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # read once, when the context starts
     try:
         spark = builder.getOrCreate()
     except (PySparkException, Py4JError, OSError) as exc:

@@ -16,7 +16,8 @@ from typing import Iterator
 from rich.console import Console
 from rich.table import Table
 
-from chaos.cli.verbs import add_verb, subverbs
+from chaos.cli.verbs import add_verb, progress, subverbs
+from node.errors import UsageError
 
 STYLES = {"ok": "green", "fail": "bold red", "unknown": "yellow"}
 EXAMPLES = ["splitlab analyze runs/261121-231947-589f",
@@ -82,18 +83,35 @@ def _show_service(state: dict | None, what: str) -> None:
 
 
 def cmd_spark_up(args: argparse.Namespace) -> int:
-    from pipeline import service
+    from chaos.cli import spark
+    from pipeline import service, standalone
 
-    state = service.start(args.master, timeout_s=args.timeout_s)
+    master = args.master
+    if args.workers:  # a standalone cluster first (pipeline.standalone), then the service as its driver
+        if master:
+            raise UsageError("--workers starts its own Spark cluster: leave out --master")
+        cluster = standalone.start(spark.state_dir(), workers=args.workers, cores_per_worker=args.cores_per_worker,
+                                   memory_per_worker=args.memory_per_worker, timeout_s=args.timeout_s, log=progress)
+        master = cluster["master_url"]
+        spark.show_cluster(cluster)
+    state = service.start(master, timeout_s=args.timeout_s)
     _show_service(state, " was already up" if state.pop("already") else " is up")
+    if args.workers:
+        Console(highlight=False).print(f"analyses on it: splitlab analyze RUN --master {master}  (or "
+                                       f"SPLITLAB_SPARK_MASTER={master} for analyze and run)")
     return 0
 
 
 def cmd_spark_down(args: argparse.Namespace) -> int:
-    from pipeline import service
+    from chaos.cli import spark
+    from pipeline import service, standalone
 
     state = service.stop()
     _show_service(state, " stopped")
+    stopped = standalone.stop(spark.state_dir())
+    if stopped is not None and stopped["processes"]:
+        Console(highlight=False).print(f"stopped the Spark cluster {stopped.get('master_url') or ''} "
+                                       f"({len(stopped['processes'])} processes)")
     return 0
 
 
@@ -132,12 +150,19 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                                    "else <tmp>/splitlab-<uid>/analysis.sock): analyze and run hand it their runs "
                                    "instead of starting a JVM each.")
     verbs = subverbs(p)
-    up = add_verb(verbs, "up", "start the service (nothing if it is up)", cmd_spark_up,
-                  examples=["splitlab spark up", "splitlab spark up --master spark://spark-master:7077"])
+    up = add_verb(verbs, "up", "start the service (nothing if it is up); with --workers N on a standalone Spark "
+                  "cluster of N workers started here first", cmd_spark_up,
+                  examples=["splitlab spark up", "splitlab spark up --workers 2",
+                            "splitlab spark up --master spark://spark-master:7077"])
     up.add_argument("--master", metavar="URL", help="its Spark master (default: as for analyze)")
+    up.add_argument("--workers", type=int, default=0, metavar="N",
+                    help="start a standalone Spark cluster of N workers on 127.0.0.1 first and run on it "
+                         "(see 'splitlab spark-cluster' for ports); 'spark down' stops both")
+    up.add_argument("--cores-per-worker", type=int, default=1, metavar="C", help="with --workers (default 1)")
+    up.add_argument("--memory-per-worker", default="1g", metavar="SIZE", help="with --workers (default 1g)")
     up.add_argument("--timeout-s", type=float, default=120.0, metavar="S",
                     help="give up when it is not ready after S seconds (default 120)")
-    add_verb(verbs, "down", "stop the service and wait until it has ended", cmd_spark_down,
+    add_verb(verbs, "down", "stop the service (and the Spark cluster 'spark up --workers' started)", cmd_spark_down,
              examples=["splitlab spark down"])
     add_verb(verbs, "status", "show the service (exit 1 when it is not up)", cmd_spark_status,
              examples=["splitlab spark status", "SPLITLAB_ANALYSIS_SOCKET=/tmp/my.sock splitlab spark status"])

@@ -8,16 +8,8 @@ the events through the node's own `HistoryWriter`, one file per node plus contro
 from __future__ import annotations
 
 import atexit
-import contextlib
 import copy
 import functools
-import json
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -328,81 +320,3 @@ def statuses(summary) -> dict[str, str]:
 
 def not_ok(summary) -> set[str]:
     return {name for name, status in statuses(summary).items() if status != "ok"}
-
-
-# --- a Spark standalone cluster on loopback, from the Spark that pyspark ships --------------------------------
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _spark_home() -> Path:
-    import pyspark
-
-    return Path(pyspark.__file__).resolve().parent
-
-
-def cluster_env() -> dict[str, str]:
-    """Environment for the master, the worker and a driver: loopback only, this virtualenv's Python."""
-    env = dict(os.environ)
-    env.update({"SPARK_HOME": str(_spark_home()), "SPARK_LOCAL_IP": "127.0.0.1",
-                "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable})
-    env.pop("SPLITLAB_SPARK_MASTER", None)
-    return env
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=20)
-
-
-def _alive_workers(ui_port: int) -> int:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/json/", timeout=2) as resp:
-            return int(json.load(resp).get("aliveworkers", 0))
-    except OSError:
-        return 0
-
-
-@contextlib.contextmanager
-def standalone_cluster(work_dir: Path, cores: int = 2, memory: str = "1g", ready_timeout_s: float = 120.0):
-    """Start a Spark standalone master and one worker bound to 127.0.0.1 on free ports; yield the master URL.
-
-    Both are stopped in `finally`. Raises RuntimeError with their logs if the worker does not register in time.
-    """
-    spark_class = str(_spark_home() / "bin" / "spark-class")
-    env = cluster_env()
-    port, ui_port, worker_port, worker_ui_port = free_port(), free_port(), free_port(), free_port()
-    url = f"spark://127.0.0.1:{port}"
-    work_dir.mkdir(parents=True, exist_ok=True)
-    procs: list[subprocess.Popen] = []
-    logs = {name: work_dir / f"{name}.log" for name in ("master", "worker")}
-    try:
-        with open(logs["master"], "wb") as log:
-            procs.append(subprocess.Popen(
-                [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-                 "--webui-port", str(ui_port)], env=env, stdout=log, stderr=subprocess.STDOUT))
-        with open(logs["worker"], "wb") as log:
-            procs.append(subprocess.Popen(
-                [spark_class, "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1",
-                 "--port", str(worker_port), "--webui-port", str(worker_ui_port), "--cores", str(cores),
-                 "--memory", memory, "--work-dir", str(work_dir / "work")],
-                env=env, stdout=log, stderr=subprocess.STDOUT))
-        deadline = time.monotonic() + ready_timeout_s
-        while _alive_workers(ui_port) < 1:
-            if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
-                tails = "\n".join(f"--- {n}.log\n{p.read_text(errors='replace')[-3000:]}" for n, p in logs.items())
-                raise RuntimeError(f"Spark standalone cluster at {url} did not get a worker in "
-                                   f"{ready_timeout_s:.0f} s\n{tails}")
-            time.sleep(0.5)
-        yield url
-    finally:
-        for proc in reversed(procs):
-            _stop(proc)
