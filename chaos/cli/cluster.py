@@ -1,4 +1,5 @@
-"""The cluster verbs of `splitlab`: images, up, down, ps, doctor, compose-template."""
+"""The cluster verbs of `splitlab`: images, up, down, ps, doctor, compose-template (on this machine or over
+the hosts of an inventory)."""
 from __future__ import annotations
 
 import argparse
@@ -9,7 +10,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from chaos.cli.verbs import add_verb, json_flag, nodes_flag, progress, run_id_flag
+from chaos.cli.verbs import add_verb, inventory_flag, json_flag, nodes_flag, progress, run_id_flag
 
 console = Console(highlight=False)
 
@@ -25,15 +26,23 @@ def cmd_images(args: argparse.Namespace) -> int:
 def cmd_up(args: argparse.Namespace) -> int:
     from chaos.cluster import lifecycle
 
-    run = lifecycle.up(args.nodes, log=progress, wait_timeout_s=args.timeout_s, run_id=args.run_id)
+    inventory = None
+    if args.inventory:
+        from chaos.hosts.inventory import load
+
+        inventory = load(args.inventory)
+    run = lifecycle.up(args.nodes, log=progress, wait_timeout_s=args.timeout_s, run_id=args.run_id,
+                       inventory=inventory, placement=args.placement)
     if args.json:
         print(json.dumps(lifecycle.as_dict(run), indent=2))
         return 0
     table = Table(title=f"run {run.run_id}  ({run.run_dir})")
-    for col in ("name", "data IP", "control URL"):
+    columns = ("name", "host", "data IP", "control URL") if inventory else ("name", "data IP", "control URL")
+    for col in columns:
         table.add_column(col)
     for node in run.nodes:
-        table.add_row(node.name, node.data_ip, node.control_url)
+        row = (node.name, node.host, node.data_ip, node.control_url)
+        table.add_row(*(row if inventory else row[:1] + row[2:]))
     console.print(table)
     console.print(f"token: {run.run_dir / 'token'}    stop with: splitlab down --run-id {run.run_id}")
     return 0
@@ -55,16 +64,19 @@ def cmd_ps(args: argparse.Namespace) -> int:
 
     runs = lifecycle.ps()
     table = Table()
-    for col in ("run", "nodes", "running", "directory"):
+    for col in ("run", "nodes", "running", "hosts", "directory"):
         table.add_column(col)
     for r in runs:
-        table.add_row(r.run_id, str(r.nodes), str(r.running), r.run_dir)
+        table.add_row(r.run_id, str(r.nodes), str(r.running), r.hosts or "(this machine)", r.run_dir)
     console.print(table if runs else "no splitlab run exists")
     return 0
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     from chaos.cluster import doctor, images
+
+    if args.inventory:
+        return _doctor_inventory(args.inventory)
 
     def present() -> dict[str, bool]:
         return {s.tag: s.present for s in images.status()}
@@ -87,6 +99,27 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+def _doctor_inventory(path: str) -> int:
+    from chaos.cluster import doctor
+    from chaos.hosts import doctor as host_doctor
+    from chaos.hosts.inventory import load
+
+    inventory = load(path)
+    results = host_doctor.check_inventory(inventory)
+    table = Table(title=f"splitlab doctor --inventory {inventory.path}")
+    for col in ("host", "capability", "status", "detail", "hint"):
+        table.add_column(col)
+    for host in inventory.names:
+        for c in results[host]:
+            status = "[green]ok[/]" if c.ok else ("[red]missing[/]" if c.required else "[yellow]missing[/]")
+            table.add_row(host, c.name, status, c.detail, c.hint)
+    console.print(table)
+    bad = [h for h in inventory.names if not doctor.can_run(results[h])]
+    console.print(f"[red]host(s) {', '.join(bad)} cannot run nodes: fix what is missing above[/]" if bad
+                  else f"all {len(inventory.names)} host(s) can run nodes")
+    return 1 if bad else 0
+
+
 def cmd_compose_template(args: argparse.Namespace) -> int:
     from chaos.cluster import compose
 
@@ -106,6 +139,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--timeout-s", type=float, default=60, metavar="S",
                    help="seconds to wait for all-hear-all (default 60)")
     json_flag(p, "the cluster (run id, directory, nodes)")
+    inventory_flag(p, "start the nodes over the hosts of this inventory (YAML; see README 'Beyond one machine')")
+    p.add_argument("--placement", metavar="SPEC",
+                   help="with --inventory: 'round-robin' (default) or 'n1,n2@hosta;n3@hostb' naming every node")
 
     p = add_verb(sub, "down", "remove a run's containers and networks after healing it (its directory stays)",
                  cmd_down, examples=["splitlab down --run-id 261121-221530-a3f9", "splitlab down --all"])
@@ -113,7 +149,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--all", action="store_true", help="every splitlab run")
 
     add_verb(sub, "ps", "list runs", cmd_ps, examples=["splitlab ps"])
-    add_verb(sub, "doctor", "what this machine can do, and which backend serves each fault; exit 1 when the "
-             "testbed cannot run", cmd_doctor, examples=["splitlab doctor"])
+    p = add_verb(sub, "doctor", "what this machine (or each host of an inventory) can do, and which backend serves "
+                 "each fault; exit 1 when the testbed cannot run", cmd_doctor,
+                 examples=["splitlab doctor", "splitlab doctor --inventory hosts.yaml"])
+    inventory_flag(p, "check every host of this inventory over SSH instead of this machine")
     add_verb(sub, "compose-template", "print the default docker-compose.yml", cmd_compose_template,
              examples=["splitlab compose-template > docker-compose.yml"])

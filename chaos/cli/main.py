@@ -9,11 +9,11 @@ import argparse
 import sys
 from typing import Sequence
 
-from chaos.cli import analysis, cluster, faults, fuzz, scenarios
+from chaos.cli import analysis, cluster, faults, fuzz, hosts, scenarios, spark
 from chaos.cli.verbs import Parser
 from node.errors import SplitlabError, report_error
 
-ROOMS = (cluster, faults, scenarios, analysis, fuzz)
+ROOMS = (cluster, hosts, faults, scenarios, analysis, spark, fuzz)
 
 
 def build_parser() -> Parser:

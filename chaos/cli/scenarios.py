@@ -14,7 +14,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from chaos.cli.verbs import add_verb, nodes_flag, progress, seed_flag
+from chaos.cli.verbs import add_verb, inventory_flag, nodes_flag, progress, seed_flag
 
 INTERRUPTED = "interrupted (the cluster was removed and every fault healed)"
 RUN_EXAMPLES = [
@@ -58,11 +58,16 @@ def _run_all(args: argparse.Namespace, backend: str) -> int:
     progress_ = Progress(console, quiet=args.quiet)
     first = load_scenario(args.scenario, args.sets, None if args.variant == "all" else args.variant)
     variants = (list(first.scenario.variants) or [None]) if args.variant == "all" else [first.variant]
+    hosts = None
+    if getattr(args, "inventory", None):
+        from chaos.hosts.inventory import load
+
+        hosts = (load(args.inventory), args.placement)
     codes = []
     for variant in variants:
         loaded = first if variant == first.variant else load_scenario(args.scenario, args.sets, variant)
         result = runner.run(loaded, backend=backend, seed=args.seed, out=args.out, progress=progress_,
-                            report=not args.no_report)
+                            report=not args.no_report, hosts=hosts)
         _print_result(console, result, progress_)
         codes.append(result.verdict.exit_code)
     return max(codes)
@@ -147,6 +152,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     _scenario_args(p)
     seed_flag(p, "seed of every random choice (default: the scenario's)")
     _output_args(p)
+    inventory_flag(p, "run the nodes over the hosts of this inventory (partitions and heal work across hosts)")
+    p.add_argument("--placement", metavar="SPEC", help="with --inventory: 'round-robin' (default) or 'n1@hosta;n2@hostb'")
 
     p = add_verb(sub, "replay", "run a saved schedule again (the steps at their realised times)", cmd_replay,
                  description="Run a saved schedule again: the same scenario, variant and seed, each step at the "

@@ -74,6 +74,10 @@ def json_flag(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--json", action="store_true", help=f"print {what} as JSON only (progress goes to stderr)")
 
 
+def inventory_flag(p: argparse.ArgumentParser, help_: str) -> None:
+    p.add_argument("--inventory", metavar="FILE", help=help_)
+
+
 def nodes_flag(p: argparse.ArgumentParser, default: int) -> None:
     p.add_argument("-n", "--nodes", type=int, default=default, metavar="N",
                    help=f"number of nodes n1..nN (default {default})")

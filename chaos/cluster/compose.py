@@ -16,11 +16,17 @@ NODE_UID = 10001
 RUN_MOUNT = "/splitlab/run"
 
 
-def _service(node: str, members: list[str], run: str, image: str, run_dir: str, token: str, container: str,
-             extra_env: dict[str, str]) -> dict[str, Any]:
+def node_environment(node: str, members: list[str], run: str, token: str, extra_env: dict[str, str]) -> dict[str, str]:
+    """The environment a node container starts with (node.config reads it), on one engine and on many hosts."""
     env = {"SPLITLAB_NODE": node, "SPLITLAB_RUN": run, "SPLITLAB_MEMBERS": ",".join(members),
            "SPLITLAB_TOKEN": token, "SPLITLAB_RUN_DIR": RUN_MOUNT}
     env.update(extra_env)
+    return env
+
+
+def _service(node: str, members: list[str], run: str, image: str, run_dir: str, token: str, container: str,
+             extra_env: dict[str, str]) -> dict[str, Any]:
+    env = node_environment(node, members, run, token, extra_env)
     return {
         "image": image,
         "container_name": container,

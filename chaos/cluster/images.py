@@ -7,6 +7,9 @@
   (the `node` extra of pyproject.toml) unpacked on the host from wheels, so the build itself needs no network.
   Tagged `splitlab-node:<hash>` and `splitlab-node:latest`.
 
+- Test-bed host image (`images/hostbed/`): the base plus Debian's docker.io and openssh-server, for the multi-host
+  test bed (`chaos.hosts.bed`); built on demand, tagged `splitlab-hostbed:<hash>`.
+
 `BASE_IMAGE=python:3.11-slim` skips debootstrap for users who have a registry; `SPLITLAB_NODE_IMAGE=<tag>`
 makes runs use that image instead of the one for the current sources.
 """
@@ -35,6 +38,7 @@ TRIM_PATHS = ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc", "u
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 NODE_REPO = "splitlab-node"
 BASE_REPO = "splitlab-base"
+HOSTBED_REPO = "splitlab-hostbed"
 
 Log = Callable[[str], None]
 
@@ -204,6 +208,29 @@ def build_node(log: Log, repo: Path = REPO) -> str:
     finally:
         shutil.rmtree(ctx, ignore_errors=True)
     log(f"node image: built {tag}")
+    return tag
+
+
+def hostbed_tag(repo: Path = REPO) -> str:
+    """`splitlab-hostbed:<hash>` of the base tag and the files of `images/hostbed/`."""
+    parts = [base_tag(repo).encode()]
+    for path in sorted((repo / "images/hostbed").iterdir()):
+        parts += [path.name.encode(), path.read_bytes()]
+    return f"{HOSTBED_REPO}:{_sha(parts)}"
+
+
+def build_hostbed(log: Log, repo: Path = REPO) -> str:
+    """Build the test-bed host image unless it exists (its build installs Debian packages: the Debian mirror
+    must be reachable from containers); returns its tag."""
+    tag = hostbed_tag(repo)
+    if image_exists(tag):
+        log(f"test-bed host image: {tag} (up to date)")
+        return tag
+    base = build_base(log, repo)
+    log(f"test-bed host image: building {tag} on {base} (apt-get install docker.io openssh-server ...)")
+    run(["docker", "build", "--quiet", "--build-arg", f"BASE_IMAGE={base}", "-t", tag, str(repo / "images/hostbed")],
+        timeout_s=1800, hint="the build installs Debian packages: the Debian mirror must be reachable")
+    log(f"test-bed host image: built {tag}")
     return tag
 
 

@@ -21,10 +21,11 @@ import docker.errors
 from chaos.cluster import compose, images
 from chaos.cluster.naming import LABEL_NODE, LABEL_RUN, check_run_id, container_name, new_run_id, node_names, project_name
 from chaos.host.netns import Netns, target
-from chaos.cluster.client import NodeClient
+from chaos.cluster.model import Cluster, NodeInfo
 from chaos.host.proc import run
-from node.config import CONTROL_PORT
-from node.errors import CommandFailed, EnvironmentProblem, UsageError
+from chaos.hosts import multi
+from chaos.hosts.inventory import Inventory
+from node.errors import CommandFailed, EnvironmentProblem, SplitlabError, UsageError
 
 LABEL_DIR = "splitlab.dir"
 Log = Callable[[str], None]
@@ -68,53 +69,6 @@ def runs_root() -> Path:
     return Path(os.environ.get("SPLITLAB_RUNS_DIR", "runs")).resolve()
 
 
-@dataclass(frozen=True)
-class NodeInfo:
-    name: str
-    container: str
-    data_ip: str
-    control_ip: str
-    pid: int
-
-    @property
-    def control_url(self) -> str:
-        return f"http://{self.control_ip}:{CONTROL_PORT}"
-
-
-@dataclass
-class Cluster:
-    """A running run: its id, directory, token and nodes."""
-
-    run_id: str
-    run_dir: Path
-    token: str
-    nodes: list[NodeInfo]
-
-    def client(self, node: str) -> NodeClient:
-        for info in self.nodes:
-            if info.name == node:
-                return NodeClient(info.name, info.control_url, self.token)
-        raise UsageError(f"run {self.run_id} has no node {node!r}; nodes: {', '.join(self.names)}")
-
-    @property
-    def names(self) -> list[str]:
-        return [n.name for n in self.nodes]
-
-    def node(self, name: str) -> NodeInfo:
-        for info in self.nodes:
-            if info.name == name:
-                return info
-        raise UsageError(f"run {self.run_id} has no node {name!r}; nodes: {', '.join(self.names)}")
-
-    def hearing(self) -> dict[str, set[str]]:
-        """Who hears whom right now, from every node's control API."""
-        return {n.name: self.client(n.name).hears() for n in self.nodes}
-
-    def all_hear_all(self) -> bool:
-        names = set(self.names)
-        return all(heard == names - {node} for node, heard in self.hearing().items())
-
-
 def _node_infos(client: docker.DockerClient, run_id: str) -> list[NodeInfo]:
     infos = []
     project = project_name(run_id)
@@ -137,41 +91,63 @@ def _prepare_run_dir(run_dir: Path) -> None:
         events.chmod(0o777)
 
 
+def _built_node_image() -> str:
+    """The node image a run uses. Raises `EnvironmentProblem` when it is not built."""
+    image = images.node_image()
+    if not images.image_exists(image):
+        raise EnvironmentProblem(f"node image {image} is not built", hint="run 'make images' (or 'splitlab images')")
+    return image
+
+
+def _new_run_dir(runs_dir: Path | None, run_id: str) -> tuple[Path, str]:
+    """A new run directory (with its events/ the nodes write to) and a fresh control token. Raises `UsageError`
+    when the directory exists."""
+    run_dir = (runs_dir or runs_root()) / run_id
+    if run_dir.exists():
+        raise UsageError(f"run directory {run_dir} already exists", hint="choose another run id")
+    _prepare_run_dir(run_dir)
+    return run_dir, secrets.token_hex(16)
+
+
+def _write_run_files(run_dir: Path, token: str, meta: dict[str, Any]) -> None:
+    """`run.json` (what started the run, and when) and the control token, readable by its owner only."""
+    (run_dir / "run.json").write_text(json.dumps({**meta, "created_s": time.time()}, indent=2))
+    token_file = run_dir / "token"
+    token_file.write_text(token)
+    token_file.chmod(0o600)
+
+
 def up(count: int, *, log: Log = _quiet, wait_timeout_s: float = 60, node_env: dict[str, dict[str, str]] | None = None,
-       runs_dir: Path | None = None, run_id: str | None = None) -> Cluster:
-    """Start a run of `count` nodes and wait until every node hears every other one.
+       runs_dir: Path | None = None, run_id: str | None = None, inventory: Inventory | None = None,
+       placement: str | None = None) -> Cluster:
+    """Start a run of `count` nodes and wait until every node hears every other one: on this machine's engine,
+    or over the hosts of `inventory` (placed round-robin or by `placement`, see `chaos.hosts.multi`).
 
     Raises `UsageError` for bad input, `EnvironmentProblem` when Docker, compose or the images are missing or
     the nodes do not come up (with the logs of the nodes that did not); nothing half-started is left behind.
     """
     names = node_names(count)
+    if inventory is not None:
+        return _up_multi(inventory, names, log, wait_timeout_s, node_env, runs_dir, run_id, placement)
+    if placement:
+        raise UsageError("--placement needs --inventory")
     client = docker_client()
     compose_cmd = compose_command()
-    image = images.node_image()
-    if not images.image_exists(image):
-        raise EnvironmentProblem(f"node image {image} is not built", hint="run 'make images' (or 'splitlab images')")
+    image = _built_node_image()
     run_id = check_run_id(run_id) if run_id else new_run_id()
     clash = [c.name for c in run_containers(client, run_id)]
     clash += [n for n in (container_name(run_id, x) for x in names) if _container_exists(client, n)]
     if clash:
         raise UsageError(f"run {run_id} already has containers: {', '.join(sorted(set(clash)))}",
                          hint="choose another run id or 'splitlab down --run-id " + run_id + "'")
-    run_dir = (runs_dir or runs_root()) / run_id
-    if run_dir.exists():
-        raise UsageError(f"run directory {run_dir} already exists", hint="choose another run id")
-    token = secrets.token_hex(16)
-    _prepare_run_dir(run_dir)
+    run_dir, token = _new_run_dir(runs_dir, run_id)
     document = compose.render(run_id, names, image, str(run_dir), token, node_env)
     for svc in document["services"].values():
         svc["labels"][LABEL_DIR] = str(run_dir)
     compose_file = run_dir / "docker-compose.yml"
     compose_file.write_text(compose.dump(document))
-    meta = {"run_id": run_id, "nodes": names, "image": image, "created_s": time.time(),
-            "compose_file": str(compose_file)}
-    (run_dir / "run.json").write_text(json.dumps(meta, indent=2))
-    token_file = run_dir / "token"
-    token_file.write_text(token)
-    token_file.chmod(0o600)
+    _write_run_files(run_dir, token, {"run_id": run_id, "nodes": names, "image": image,
+                                      "compose_file": str(compose_file)})
     log(f"run {run_id}: starting {count} node(s) from {image}")
     try:
         run([*compose_cmd, "-p", project_name(run_id), "-f", str(compose_file), "up", "-d", "--no-build"],
@@ -186,6 +162,21 @@ def up(count: int, *, log: Log = _quiet, wait_timeout_s: float = 60, node_env: d
     return cluster
 
 
+def _up_multi(inventory: Inventory, names: list[str], log: Log, wait_timeout_s: float,
+              node_env: dict[str, dict[str, str]] | None, runs_dir: Path | None, run_id: str | None,
+              placement: str | None) -> Cluster:
+    image = _built_node_image()
+    run_id = check_run_id(run_id) if run_id else new_run_id()
+    run_dir, token = _new_run_dir(runs_dir, run_id)
+    _write_run_files(run_dir, token, {"run_id": run_id, "nodes": names, "image": image,
+                                      "inventory": str(inventory.path)})
+    log(f"run {run_id}: starting {len(names)} node(s) from {image} on {len(inventory.hosts)} host(s)")
+    cluster = multi.up(inventory, names, run_id, run_dir, token, image, placement=placement, log=log,
+                       node_env=node_env, wait=lambda c: _wait_all_hear(None, c, wait_timeout_s, log))
+    log(f"run {run_id}: all {len(names)} node(s) hear each other")
+    return cluster
+
+
 def _container_exists(client: docker.DockerClient, name: str) -> bool:
     try:
         client.containers.get(name)
@@ -194,7 +185,7 @@ def _container_exists(client: docker.DockerClient, name: str) -> bool:
         return False
 
 
-def _wait_all_hear(client: docker.DockerClient, cluster: Cluster, timeout_s: float, log: Log) -> None:
+def _wait_all_hear(client: docker.DockerClient | None, cluster: Cluster, timeout_s: float, log: Log) -> None:
     names = set(cluster.names)
     deadline = time.monotonic() + timeout_s
     last: dict[str, Any] = {}
@@ -210,6 +201,10 @@ def _wait_all_hear(client: docker.DockerClient, cluster: Cluster, timeout_s: flo
     lagging = [n for n, h in last.items() if not (isinstance(h, set) and h == names - {n})]
     logs = []
     for node in lagging:
+        if client is None:  # a multi-host run: the logs stay on the hosts
+            info = cluster.node(node)
+            logs.append(f"--- {node} on {info.host}: {last[node]}  (docker logs {info.container} there)")
+            continue
         try:
             text = client.containers.get(container_name(cluster.run_id, node)).logs(tail=30).decode(errors="replace")
         except docker.errors.DockerException as exc:
@@ -224,6 +219,8 @@ def _wait_all_hear(client: docker.DockerClient, cluster: Cluster, timeout_s: flo
 def load(run_id: str) -> Cluster:
     """The cluster of a running run. Raises `UsageError` when no such run exists."""
     check_run_id(run_id)
+    if (multi_dir := multi.find(run_id)) is not None:
+        return multi.load(multi_dir)
     client = docker_client()
     nodes = _node_infos(client, run_id)
     if not nodes:
@@ -249,12 +246,17 @@ def _remove(client: docker.DockerClient, run_id: str, compose_cmd: list[str], co
         net.remove()
 
 
-def _heal_first(ctrs: list[Any], run_id: str, log: Log) -> Path:
-    """Heal the run of `ctrs` (shaper processes and paused nodes go before the containers); its compose file."""
+def _heal(run_dir: Path, run_id: str, log: Log) -> None:
+    """Heal the run before its nodes stop or go (shaper processes and paused nodes first, chains on every host)."""
     from chaos.host.heal import heal_run
 
-    run_dir = Path(ctrs[0].labels.get(LABEL_DIR, ""))
     heal_run(run_dir, run_id, log=log, missing_ok=True)
+
+
+def _heal_first(ctrs: list[Any], run_id: str, log: Log) -> Path:
+    """Heal the run of `ctrs` (`_heal`); its compose file."""
+    run_dir = Path(ctrs[0].labels.get(LABEL_DIR, ""))
+    _heal(run_dir, run_id, log)
     return run_dir / "docker-compose.yml"
 
 
@@ -263,6 +265,10 @@ def stop(run_id: str, log: Log = _quiet) -> None:
     networks for `down`: what must be on disk before an analysis is there when this returns, and the slower
     removal can run beside the analysis."""
     check_run_id(run_id)
+    if (multi_dir := multi.find(run_id)) is not None:
+        _heal(multi_dir, run_id, log)
+        multi.stop(multi_dir, log)
+        return
     client = docker_client()
     ctrs = run_containers(client, run_id)
     if not ctrs:
@@ -283,6 +289,10 @@ def down(run_id: str, log: Log = _quiet) -> None:
     Raises `UsageError` when nothing of that run exists.
     """
     check_run_id(run_id)
+    if (multi_dir := multi.find(run_id)) is not None:
+        _heal(multi_dir, run_id, log)
+        multi.down(multi_dir, log)
+        return
     client = docker_client()
     ctrs = run_containers(client, run_id)
     nets = client.networks.list(filters={"label": f"{LABEL_RUN}={run_id}"})
@@ -299,17 +309,29 @@ class RunSummary:
     nodes: int
     running: int
     run_dir: str
+    hosts: str = ""  # a multi-host run: its hosts
 
 
 def ps() -> list[RunSummary]:
-    """Every run that has containers or networks on this engine."""
+    """Every run that has containers or networks on this engine, and every multi-host run that is up."""
     client = docker_client()
+    out = []
+    for run_dir in multi.running():
+        try:
+            nodes = multi.load(run_dir).nodes
+        except SplitlabError as exc:  # a host that does not answer must not hide the other runs
+            state = multi.read_state(run_dir)
+            out.append(RunSummary(run_dir.name, len(state["placement"]), 0, str(run_dir),
+                                  f"{','.join(sorted(set(state['placement'].values())))} (unreachable: "
+                                  f"{exc.message.splitlines()[0]})"))
+            continue
+        out.append(RunSummary(run_dir.name, len(nodes), sum(n.pid > 0 for n in nodes), str(run_dir),
+                              ",".join(sorted({n.host for n in nodes}))))
     runs: dict[str, list[Any]] = {}
     for ctr in run_containers(client, None):
         runs.setdefault(ctr.labels[LABEL_RUN], []).append(ctr)
     for net in client.networks.list(filters={"label": LABEL_RUN}):
         runs.setdefault(net.attrs["Labels"][LABEL_RUN], [])
-    out = []
     for run_id, ctrs in sorted(runs.items()):
         run_dir = ctrs[0].labels.get(LABEL_DIR, "") if ctrs else ""
         out.append(RunSummary(run_id, len(ctrs), sum(c.status == "running" for c in ctrs), run_dir))
@@ -334,7 +356,10 @@ def as_dict(cluster: Cluster) -> dict[str, Any]:
 
 
 def namespaces(cluster: Cluster) -> dict[str, Netns]:
-    """Every node's network namespace, after the labelling and host-namespace refusals of `chaos.host.netns`."""
+    """Every node's network namespace, after the labelling and host-namespace refusals of `chaos.host.netns`
+    (on a multi-host run: on the node's host, entered over SSH)."""
+    if any(n.host for n in cluster.nodes):
+        return multi.namespaces(cluster)
     client = docker_client()
     out = {}
     for info in cluster.nodes:

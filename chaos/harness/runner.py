@@ -37,8 +37,13 @@ from chaos.harness.progress import Progress
 from chaos.harness.schedule import Schedule
 from chaos.harness.timeline import Timeline
 from chaos.cluster.naming import new_run_id
+from chaos.hosts.inventory import Inventory
+from chaos.hosts import multi
+from chaos.hosts.remote import run_hosts
 from chaos.net.base import Clock, Net
 from node.errors import EnvironmentProblem, UsageError
+
+Hosts = tuple[Inventory, str | None] | None  # a multi-host run: the inventory and the placement
 
 VERDICT_FILE = "verdict.json"
 
@@ -86,10 +91,20 @@ class RunResult:
 
 
 def _save_logs(cluster: clusters.Cluster) -> None:
-    """Each container's output into run_dir/logs/ (the containers are removed next)."""
-    client = clusters.docker_client()
+    """Each container's output into run_dir/logs/ (the containers are removed next), from its host's engine on a
+    multi-host run."""
     logs = cluster.run_dir / "logs"
     logs.mkdir(exist_ok=True)
+    if any(node.host for node in cluster.nodes):
+        remotes = run_hosts(cluster.run_dir)
+        try:
+            for node in cluster.nodes:
+                (logs / f"{node.name}.log").write_text(multi.container_log(remotes[node.host], node.container))
+        finally:
+            for remote in remotes.values():
+                remote.close()
+        return
+    client = clusters.docker_client()
     for node in cluster.nodes:
         try:
             text = client.containers.get(node.container).logs().decode(errors="replace")
@@ -222,14 +237,15 @@ def check_backend(loaded: Loaded, backend: str) -> None:
 
 @contextmanager
 def _docker_net(loaded: Loaded, run_id: str, runs_dir: Path, seed: int, progress: Progress,
-                background: ExitStack) -> Iterator[Net]:
+                background: ExitStack, hosts: Hosts = None) -> Iterator[Net]:
     """A fresh cluster and its DockerNet; at the end (whatever happens) every fault healed, the nodes stopped
     (their histories complete on disk), the logs saved, and the removal of containers and networks started in
     the background: `background` waits for it (and raises its error) when it closes, after the analysis."""
     from chaos.net.docker import DockerNet
 
+    inventory, placement = hosts or (None, None)
     cluster = clusters.up(loaded.scenario.cluster.nodes, node_env=loaded.node_env(), runs_dir=runs_dir,
-                          run_id=run_id, log=progress.log)
+                          run_id=run_id, log=progress.log, inventory=inventory, placement=placement)
     net = None
     try:
         net = DockerNet(cluster, seed=seed, log=progress.log)
@@ -250,10 +266,12 @@ def _docker_net(loaded: Loaded, run_id: str, runs_dir: Path, seed: int, progress
 
 @contextmanager
 def _sim_net(loaded: Loaded, run_id: str, runs_dir: Path, seed: int, progress: Progress,
-             background: ExitStack) -> Iterator[Net]:
+             background: ExitStack, hosts: Hosts = None) -> Iterator[Net]:
     """A simulated cluster; its history is written at the end, also when a step failed."""
     from chaos.net.sim import SimNet
 
+    if hosts is not None:
+        raise UsageError("the simulator runs on no host: --inventory is for runs on containers")
     net = SimNet(loaded.scenario.node_names, loaded.node_env(), run_id, runs_dir / run_id, seed, time.time())
     try:
         yield net
@@ -266,7 +284,7 @@ BACKENDS = {"docker": _docker_net, "sim": _sim_net}
 
 def run(loaded: Loaded, *, backend: str = "docker", seed: int | None = None, out: Path | str | None = None,
         progress: Progress | None = None, spark: Any = None, report: bool = True, analyze: bool = True,
-        replay_of: str | None = None) -> RunResult:
+        replay_of: str | None = None, hosts: Hosts = None) -> RunResult:
     """Run `loaded` on `backend` ("docker": real containers, "sim": the simulator) and judge it. See the module
     docstring."""
     check_backend(loaded, backend)
@@ -286,7 +304,7 @@ def run(loaded: Loaded, *, backend: str = "docker", seed: int | None = None, out
         states: dict[str, dict[str, Any] | None] = {}
         timeline_states: dict[str, dict[str, Any] | None] = {}
         target: actions.Target | None = None
-        with BACKENDS[backend](loaded, run_id, runs_dir, seed, progress, background) as net:
+        with BACKENDS[backend](loaded, run_id, runs_dir, seed, progress, background, hosts) as net:
             run_dir = net.run_dir
             try:
                 clock = net.clock(progress.wait)

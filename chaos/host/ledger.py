@@ -8,6 +8,9 @@
     {"op": "started", "id", "pid", "start_ticks"}         a recorded process has started (its pid is known now)
     {"op": "undone", "id", "ts", "how": "undone" | "absent" | "namespace-gone" | "process-gone"}
 
+An entry with a `host` was applied on that host of a multi-host run: its checks and undo steps run there, over
+SSH (the hosts are read from the run's `hosts.json`, so this works after the controller died too).
+
 An entry is *outstanding* until an `undone` line names it. `heal` walks the outstanding entries newest first:
 - an entry bound to a network namespace (`pid` + `netns_ino`) whose namespace no longer exists (the container
   went, or the PID now belongs to another namespace) is marked `namespace-gone`: its rules went with it;
@@ -33,6 +36,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from chaos.host.proc import run
+from chaos.hosts.remote import HOSTS_FILE, run_hosts
 from node.errors import CommandFailed, EnvironmentProblem, SplitlabError
 
 LEDGER_FILE = "ledger.jsonl"
@@ -86,6 +90,7 @@ class Entry:
     process: dict[str, Any] | None = None
     id: str = ""
     ts: float = 0.0
+    host: str | None = None  # the inventory host it was applied on (a multi-host run); None: this machine
 
     def to_line(self) -> dict[str, Any]:
         return {"op": "apply", **asdict(self)}
@@ -219,10 +224,24 @@ class Ledger:
             report.entries = entries
             groups: dict[Any, list[Entry]] = {}
             for entry in entries:  # one namespace's entries (and all host-side ones) in order; namespaces in parallel
-                groups.setdefault(entry.netns_ino, []).append(entry)
+                groups.setdefault((entry.host, entry.netns_ino), []).append(entry)
             failures: list[SplitlabError] = []
-            with ThreadPoolExecutor(max_workers=max(1, min(16, len(groups)))) as pool:
-                results = list(pool.map(lambda es: _undo_all(list(reversed(es)), runner), groups.values()))
+            remotes = run_hosts(self.run_dir) if any(e.host for e in entries) else {}
+
+            def runner_of(entry: Entry) -> Runner:
+                if not entry.host:
+                    return runner
+                if entry.host not in remotes:
+                    raise EnvironmentProblem(f"ledger entry '{entry.what}' names host {entry.host}, which "
+                                             f"{self.run_dir / HOSTS_FILE} does not list")
+                return remotes[entry.host].run
+
+            try:
+                with ThreadPoolExecutor(max_workers=max(1, min(16, len(groups)))) as pool:
+                    results = list(pool.map(lambda es: _undo_all(list(reversed(es)), runner_of), groups.values()))
+            finally:
+                for remote in remotes.values():
+                    remote.close()
             lines = []
             for settled, errors in results:
                 failures += errors
@@ -240,29 +259,34 @@ class Ledger:
         return report
 
 
-def _undo_all(entries: list[Entry], runner: Runner) -> tuple[dict[str, str], list[SplitlabError]]:
+def _undo_all(entries: list[Entry], runner_of: Callable[[Entry], Runner]) -> tuple[dict[str, str], list[SplitlabError]]:
     settled: dict[str, str] = {}
     errors: list[SplitlabError] = []
     for entry in entries:
         try:
-            settled[entry.id] = undo_entry(entry, runner)
+            settled[entry.id] = undo_entry(entry, runner_of(entry))
         except SplitlabError as exc:
             errors.append(exc)
     return settled, errors
 
 
-def namespace_gone(entry: Entry) -> bool:
+def namespace_gone(entry: Entry, runner: Runner = run) -> bool:
     """Whether the namespace `entry` was applied in has gone: its recorded PID is dead or lives elsewhere now.
     The PID decides, not the inode alone: the kernel reuses a dead namespace's inode number for a new one (a
-    restarted container may get its old number back, without the rules)."""
-    return entry.pid is not None and entry.netns_ino is not None and netns_inode(entry.pid) != entry.netns_ino
+    restarted container may get its old number back, without the rules). On a remote host, `runner` asks."""
+    if entry.pid is None or entry.netns_ino is None:
+        return False
+    if not entry.host:
+        return netns_inode(entry.pid) != entry.netns_ino
+    proc = runner(["stat", "-L", "-c", "%i", f"/proc/{entry.pid}/ns/net"], check=False, timeout_s=30)
+    return proc.returncode != 0 or proc.stdout.strip() != str(entry.netns_ino)
 
 
 def undo_entry(entry: Entry, runner: Runner = run) -> str:
     """Undo one entry; returns how it was settled. Raises `CommandFailed` when an undo command fails."""
     if entry.process is not None:  # a process outlives its container's PID: end it whatever the namespace did
         return _end_process(entry)
-    if namespace_gone(entry):
+    if namespace_gone(entry, runner):
         return "namespace-gone"
     for step in entry.undo:
         argv, text = (step["argv"], step.get("input")) if isinstance(step, dict) else (step, None)

@@ -7,6 +7,10 @@ labelled by splitlab (see `target`).
 `Netns.socket` opens a socket *inside* the namespace from this very process (setns(2) on the calling thread,
 then back), so probes, injection and capture need no helper process: a socket stays in the namespace it was
 created in.
+
+A node of a multi-host run lives on another host: its `Netns` carries that host's runner (`remote`, a
+`chaos.hosts.remote.RemoteHost`), and commands enter the namespace there, over SSH. Sockets cannot be made
+there from this process: probes, injection and capture stay with nodes on this machine.
 """
 from __future__ import annotations
 
@@ -15,8 +19,9 @@ import os
 import socket
 import subprocess
 import threading
-from dataclasses import dataclass
-from typing import Sequence
+from functools import cached_property
+from dataclasses import dataclass, field
+from typing import Any, Sequence
 
 from chaos.host.proc import run
 from node.errors import EnvironmentProblem, UsageError
@@ -36,20 +41,34 @@ class Netns:
 
     node: str
     pid: int
+    host: str = ""  # the inventory host it lives on; "" for this machine
+    remote: Any = field(default=None, compare=False, repr=False)  # that host's `RemoteHost`
 
     def exec(self, argv: Sequence[str], input_text: str | None = None, check: bool = True,
              timeout_s: float = 30) -> subprocess.CompletedProcess[str]:
-        """Run `argv` inside this namespace. Raises `CommandFailed` on failure when `check`."""
-        return run(["nsenter", "-t", str(self.pid), "-n", *argv], input_text=input_text, check=check,
-                   timeout_s=timeout_s)
+        """Run `argv` inside this namespace (on its host). Raises `CommandFailed` on failure when `check`."""
+        return self.runner(["nsenter", "-t", str(self.pid), "-n", *argv], input_text=input_text, check=check,
+                           timeout_s=timeout_s)
 
     @property
+    def runner(self) -> Any:
+        """What runs host commands where this namespace lives: `proc.run`, or the remote host's `run`."""
+        return self.remote.run if self.remote is not None else run
+
+    @cached_property
     def inode(self) -> int:
         """The inode of this namespace (it identifies the namespace; a restarted container gets a new one)."""
-        return _netns_inode(self.pid)
+        if self.remote is None:
+            return _netns_inode(self.pid)
+        proc = self.remote.run(["stat", "-L", "-c", "%i", f"/proc/{self.pid}/ns/net"], timeout_s=30)
+        return int(proc.stdout.strip())
 
     def socket(self, family: int, type_: int, proto: int = 0) -> socket.socket:
-        """A socket created inside this namespace. Raises `EnvironmentProblem` when setns(2) fails."""
+        """A socket created inside this namespace. Raises `EnvironmentProblem` when setns(2) fails or the
+        namespace is on another host."""
+        if self.remote is not None:
+            raise EnvironmentProblem(f"node {self.node} runs on host {self.host}: probes, injection and capture "
+                                     f"reach only nodes on this machine")
         return socket_in(self.pid, family, type_, proto)
 
 

@@ -154,6 +154,15 @@ class DockerNet:
                                         clusters.load(self.run_id).nodes)
         self._namespaces = None
 
+    def _on_this_machine(self, what: str) -> None:
+        """Refuse `what` on a multi-host run: it acts through this machine's processes, sockets or engine, and
+        a node's PID on another host means nothing here. Partitions and heal work across hosts."""
+        remote = sorted({n.host for n in self.cluster.nodes if n.host})
+        if remote:
+            raise EnvironmentProblem(f"{what} is not available yet on a multi-host run (nodes on {', '.join(remote)})",
+                                     hint="partition, unpartition and heal work across hosts; run this fault on "
+                                          "a cluster on one machine")
+
     # --- events -----------------------------------------------------------------------------------------------
     def _start_fault(self, kind: str, detail: dict[str, Any], applied_ts: float, effective_ts: float | None) -> str:
         fault_id = f"{kind}-{uuid.uuid4().hex[:8]}"
@@ -179,8 +188,8 @@ class DockerNet:
         return {(a, b): (a, b) not in cut for a in self.nodes for b in self.nodes if a != b}
 
     def _effective(self, expected: dict[tuple[str, str], bool]) -> float | None:
-        if not self.verify:
-            return None
+        if not self.verify or any(n.host for n in self.cluster.nodes):
+            return None  # probes reach only nodes on this machine: a multi-host fault is not verified by them
         when = probe.wait_for(self._endpoints(), expected)
         if when is None:
             bad = {p for p, ok in probe.reachability(self._endpoints(), list(expected)).items() if ok != expected[p]}
@@ -267,6 +276,7 @@ class DockerNet:
                 self.log(f"shaper {node}: {failures}")
 
     def _set_links(self, kind: str, updates: LinkMatrix, merge: bool, replace_all: bool = False) -> str:
+        self._on_this_machine("link faults (slow, flaky, shape)")
         caps = capabilities()
         grudges.check_matrix(updates, self.nodes)
         new = {} if replace_all else dict(self.links)
@@ -316,6 +326,7 @@ class DockerNet:
 
     def msg_fault(self, rule: MsgRule) -> str:
         """Add a protocol-aware rule (executed by the NFQUEUE shaper in the sender's namespace)."""
+        self._on_this_machine("msg-fault")
         grudges.check_matrix({(rule.src, rule.dst): LinkFault()}, self.nodes)
         self.rules = [*self.rules, rule]
         try:
@@ -365,6 +376,7 @@ class DockerNet:
     def inject(self, src: str, dst: str, messages: list[Any] | bytes, count: int = 1) -> str:
         """Send a forged datagram (scapy bodies, or ready bytes) `count` times from inside `src`'s namespace,
         with `src`'s real data address and port, to `dst`. Returns the fault id (an instant: no fault_end)."""
+        self._on_this_machine("inject")
         from chaos.wire import inject as injection
 
         grudges.check_matrix({(src, dst): LinkFault()}, self.nodes)
@@ -383,6 +395,7 @@ class DockerNet:
 
     def replay(self, packets: list[bytes]) -> int:
         """Send captured IPv4 packets again from their original senders' namespaces."""
+        self._on_this_machine("replay")
         from chaos.wire import inject as injection
 
         sent = injection.replay(self._endpoints(), packets)
@@ -392,6 +405,7 @@ class DockerNet:
 
     def capture(self, path: Path) -> Any:
         """A `chaos.wire.capture.Capture` of every node's received data traffic into the pcap `path` (not started)."""
+        self._on_this_machine("capture")
         from chaos.wire.capture import Capture
 
         return Capture(self._endpoints(), path)
@@ -402,6 +416,7 @@ class DockerNet:
 
     def pause(self, node: str, method: str = "docker") -> str:
         """Freeze `node` (docker pause, or SIGSTOP to its main process with method="sigstop")."""
+        self._on_this_machine("pause")
         info = self.cluster.node(node)
         if method == "docker":
             entry = Entry(group=PROCESS_GROUP, key=f"pause:{info.container}", node=node,
@@ -433,6 +448,7 @@ class DockerNet:
 
     def kill(self, node: str) -> str:
         """SIGKILL `node`'s container (docker kill); `start` (or heal_all) starts it again."""
+        self._on_this_machine("kill")
         container = self._container(node)
         self.ledger.record(Entry(group=PROCESS_GROUP, key=f"kill:{container}", node=node,
                                  what=f"docker kill {container}", undo=[["docker", "start", container]],
@@ -462,6 +478,7 @@ class DockerNet:
     def restart(self, node: str) -> str:
         """Kill `node` (SIGKILL) and start it again at once: a crash and reboot with the run's faults re-applied
         to its new namespace. Returns the fault id (an instant: no fault_end)."""
+        self._on_this_machine("restart")
         kill_id = self.kill(node)
         self.start(node)
         fault_id = f"restart-{uuid.uuid4().hex[:8]}"
@@ -496,6 +513,6 @@ def running_endpoints(run_id: str) -> dict[str, probe.Endpoint] | None:
         cluster = clusters.load(run_id)
     except UsageError:
         return None  # its containers are gone
-    if not all(n.pid for n in cluster.nodes):
-        return None
+    if not all(n.pid for n in cluster.nodes) or any(n.host for n in cluster.nodes):
+        return None  # a node is down, or on another host where probes do not reach
     return {n.name: probe.Endpoint(n.name, n.pid, n.data_ip) for n in cluster.nodes}

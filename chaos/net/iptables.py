@@ -16,6 +16,8 @@ before this module existed, so a run recorded by older code heals and continues 
 """
 from __future__ import annotations
 
+import shlex
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -51,8 +53,10 @@ class ChainKind:
         """The ledger entry for this chain and its hook in `ns`."""
         chain = self.name(run_id)
         purpose = f" ({self.purpose})" if self.purpose else ""
-        return Entry(group=self.group, key=f"{self.key_prefix}:{ns.inode}:{chain}", node=ns.node, pid=ns.pid,
-                     netns_ino=ns.inode, what=f"iptables chain {chain}{purpose} hooked in {self.hook_into}",
+        host = f"{ns.host}:" if ns.host else ""
+        return Entry(group=self.group, key=f"{self.key_prefix}:{host}{ns.inode}:{chain}", node=ns.node, pid=ns.pid,
+                     netns_ino=ns.inode, host=ns.host or None,
+                     what=f"iptables chain {chain}{purpose} hooked in {self.hook_into}",
                      undo=[{"argv": in_netns(ns.pid, RESTORE), "input": remove_input(chain, self.hook_into)}],
                      present={"argv": in_netns(ns.pid, ["iptables", "-w", "-C", self.hook_into, "-j", chain])})
 
@@ -99,8 +103,35 @@ def apply(ledger: Ledger, kind: ChainKind, run_id: str, targets: Sequence[tuple[
 
 def restore_together(jobs: Sequence[tuple[Netns, str]]) -> None:
     """One `iptables-restore` per namespace with its input, all started first and released together
-    (`proc.run_armed`). Raises `CommandFailed` when one is refused."""
-    proc.run_armed([(in_netns(ns.pid, RESTORE), text) for ns, text in jobs], timeout_s=RESTORE_TIMEOUT_S)
+    (`proc.run_armed`); the namespaces of each remote host by one script there, hosts in parallel with this
+    machine's. Raises `CommandFailed` when one is refused."""
+    local = [(in_netns(ns.pid, RESTORE), text) for ns, text in jobs if ns.remote is None]
+    by_host: dict[str, list[tuple[Netns, str]]] = {}
+    for ns, text in jobs:
+        if ns.remote is not None:
+            by_host.setdefault(ns.host, []).append((ns, text))
+    if not by_host:
+        proc.run_armed(local, timeout_s=RESTORE_TIMEOUT_S)
+        return
+    with ThreadPoolExecutor(max_workers=len(by_host) + 1) as pool:
+        futures = [pool.submit(_restore_on_host, host_jobs) for host_jobs in by_host.values()]
+        if local:
+            futures.append(pool.submit(proc.run_armed, local, timeout_s=RESTORE_TIMEOUT_S))
+        for future in futures:
+            future.result()
+
+
+def _restore_on_host(jobs: Sequence[tuple[Netns, str]]) -> None:
+    """The restores of one remote host's namespaces, started together by one shell there; fails when one does."""
+    lines = ["fail=0", "pids="]
+    for i, (ns, text) in enumerate(jobs):
+        marker = f"SPLITLAB_RESTORE_{i}"
+        lines += [f"{shlex.join(in_netns(ns.pid, RESTORE))} <<'{marker}' &", text.rstrip("\n"), marker,
+                  'pids="$pids $!"']
+    lines += ["for p in $pids; do wait $p || fail=1; done", "exit $fail"]
+    host = jobs[0][0].remote
+    host.run_line(host.command_line(["sh", "-s"]), input_text="\n".join(lines) + "\n", timeout_s=RESTORE_TIMEOUT_S,
+                  argv=[f"iptables-restore in {len(jobs)} namespace(s)"])
 
 
 def remove(ledger: Ledger, kind: ChainKind, run_id: str, node: str | None = None) -> int:

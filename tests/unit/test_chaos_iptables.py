@@ -21,6 +21,8 @@ class FakeNs:
     node: str
     inode: int = INO
     pid: int = 2 ** 22 + 7  # no such process
+    host: str = ""  # on this machine
+    remote: None = None
     calls: list = field(default_factory=list, compare=False, hash=False)
 
     def exec(self, argv, input_text=None, check=True, timeout_s=30):

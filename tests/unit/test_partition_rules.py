@@ -16,6 +16,8 @@ class FakeNs:
     node: str
     inode: int
     pid: int = 2 ** 22 + 7  # no such process: heal settles its entries as namespace-gone, running nothing
+    host: str = ""  # on this machine
+    remote: None = None
     inputs: list = field(default_factory=list, compare=False, hash=False)
 
     def exec(self, argv, input_text=None, check=True, timeout_s=30):

@@ -118,7 +118,7 @@ class FakeDocker:
         run_id = f"r{len(self.up_now)}"
         (runs_dir / run_id).mkdir(parents=True)
         self.up_now[run_id] = runs_dir / run_id
-        nodes = [SimpleNamespace(name=f"n{i}", container=f"{run_id}-n{i}") for i in range(1, count + 1)]
+        nodes = [SimpleNamespace(name=f"n{i}", container=f"{run_id}-n{i}", host="") for i in range(1, count + 1)]
         return SimpleNamespace(run_id=run_id, run_dir=runs_dir / run_id, nodes=nodes)
 
     def down(self, run_id: str, log: object = None) -> None:

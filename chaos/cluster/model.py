@@ -1,0 +1,61 @@
+"""A running cluster as the controller sees it: its nodes (where each runs and how its control API is reached)
+and the questions asked of all of them (who hears whom). The same for a run on one engine and on many hosts."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from chaos.cluster.client import NodeClient
+from node.config import CONTROL_PORT
+from node.errors import UsageError
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    name: str
+    container: str
+    data_ip: str
+    control_ip: str
+    pid: int
+    host: str = ""  # the inventory host that runs it; "" on the controller's own engine
+    control_port: int = CONTROL_PORT  # on a remote host: the port published on the host's address
+
+    @property
+    def control_url(self) -> str:
+        return f"http://{self.control_ip}:{self.control_port}"
+
+
+@dataclass
+class Cluster:
+    """A running run: its id, directory, token and nodes."""
+
+    run_id: str
+    run_dir: Path
+    token: str
+    nodes: list[NodeInfo]
+
+    def client(self, node: str) -> NodeClient:
+        for info in self.nodes:
+            if info.name == node:
+                return NodeClient(info.name, info.control_url, self.token)
+        raise UsageError(f"run {self.run_id} has no node {node!r}; nodes: {', '.join(self.names)}")
+
+    @property
+    def names(self) -> list[str]:
+        return [n.name for n in self.nodes]
+
+    def node(self, name: str) -> NodeInfo:
+        for info in self.nodes:
+            if info.name == name:
+                return info
+        raise UsageError(f"run {self.run_id} has no node {name!r}; nodes: {', '.join(self.names)}")
+
+    def hearing(self) -> dict[str, set[str]]:
+        """Who hears whom right now, from every node's control API."""
+        return {n.name: self.client(n.name).hears() for n in self.nodes}
+
+    def all_hear_all(self) -> bool:
+        names = set(self.names)
+        return all(heard == names - {node} for node, heard in self.hearing().items())
+
+

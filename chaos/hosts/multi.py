@@ -1,0 +1,282 @@
+"""A run across the hosts of an inventory: up (ship the image, build the data network, start each host's
+nodes, wait until all hear all), load, stop (collect the histories with the clock offsets applied), down, and
+the list of multi-host runs on this controller.
+
+The run directory on the controller holds `hosts.json`: the inventory, the placement, the data-network plan,
+each host's clock offset (at `up` and at `stop`) and whether the run is up. Every later command (and `heal`
+after the controller was killed) reaches the hosts from it, without the inventory file. On each host the nodes
+write their histories under `/var/lib/splitlab/runs/<run>/`; `stop` and `down` bring them to the controller.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import orjson
+
+from chaos.cluster import compose
+from chaos.cluster.model import Cluster, NodeInfo
+from chaos.cluster.naming import LABEL_NODE, LABEL_RUN, container_name
+from chaos.host.netns import Netns
+from chaos.hosts import datanet, ship
+from chaos.hosts.inventory import Inventory, place
+from chaos.hosts.remote import HOSTS_FILE, RemoteHost, connect_all, each, run_hosts
+from node.config import CONTROL_PORT, DATA_PORT
+from node.errors import EnvironmentProblem, SplitlabError, UsageError
+
+REMOTE_RUNS = "/var/lib/splitlab/runs"
+LABEL_HOST = "splitlab.host"
+LABEL_DIR = "splitlab.dir"
+Log = Callable[[str], None]
+
+
+def registry() -> Path:
+    """Where the controller finds its multi-host runs whatever their run directory: a symlink per run that is
+    up, named by its id ($SPLITLAB_STATE_DIR/multihost, default ~/.local/state/splitlab/multihost). On one engine
+    the containers' labels play this part."""
+    return Path(os.environ.get("SPLITLAB_STATE_DIR", "~/.local/state/splitlab")).expanduser() / "multihost"
+
+
+def find(run_id: str) -> Path | None:
+    """The run directory of the multi-host run `run_id` when it is up, else None."""
+    link = registry() / run_id
+    return link.resolve() if link.is_symlink() and (link / HOSTS_FILE).is_file() else None
+
+
+def read_state(run_dir: Path) -> dict[str, Any]:
+    try:
+        return json.loads((Path(run_dir) / HOSTS_FILE).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise EnvironmentProblem(f"cannot read {Path(run_dir) / HOSTS_FILE}: {exc}") from None
+
+
+def _write_state(run_dir: Path, state: dict[str, Any]) -> None:
+    tmp = Path(run_dir) / (HOSTS_FILE + ".tmp")
+    tmp.write_text(json.dumps(state, indent=2))
+    tmp.replace(Path(run_dir) / HOSTS_FILE)
+
+
+def remote_dir(run_id: str) -> str:
+    return f"{REMOTE_RUNS}/{run_id}"
+
+
+def _start_script(run_id: str, nodes: Sequence[str], members: list[str], p: datanet.Plan, image: str, token: str,
+                  publish_address: str, run_dir: Path, host: str, node_env: Mapping[str, dict[str, str]]) -> str:
+    q = shlex.quote
+    rdir = remote_dir(run_id)
+    addresses = ",".join(f"{n}={p.node_ips[n]}:{DATA_PORT}" for n in members)
+    lines = ["set -eu", f"mkdir -p {q(rdir)}/events", f"chown -R {compose.NODE_UID}:{compose.NODE_UID} {q(rdir)}"]
+    for node in nodes:
+        env = compose.node_environment(node, members, run_id, token,
+                                       {"SPLITLAB_ADDRESSES": addresses, **node_env.get(node, {})})
+        name = container_name(run_id, node)
+        lines += [
+            f"docker create --name {q(name)} --hostname {q(node)} --label {LABEL_RUN}={q(run_id)} "
+            f"--label {LABEL_NODE}={q(node)} --label {LABEL_HOST}={q(host)} --label {LABEL_DIR}={q(str(run_dir))} "
+            f"--network {q(p.control_network)} --network-alias {q(node + '-control')} -p {q(publish_address)}::{CONTROL_PORT} "
+            + " ".join(f"-e {q(f'{k}={v}')}" for k, v in env.items())
+            + f" -v {q(rdir)}:{compose.RUN_MOUNT} --user {compose.NODE_UID}:{compose.NODE_UID} --cap-drop ALL "
+            f"--security-opt no-new-privileges:true --stop-timeout 10 {q(image)} >/dev/null",
+            f"docker network connect --ip {q(p.node_ips[node])} --alias {q(node + '-data')} {q(p.data_network)} {q(name)}",
+            f"docker start {q(name)} >/dev/null",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+INSPECT_FORMAT = ('{{index .Config.Labels "splitlab.node"}} {{.Name}} {{.State.Pid}} '
+                  '{{with index .NetworkSettings.Ports "%d/tcp"}}{{(index . 0).HostPort}}{{else}}0{{end}}'
+                  % CONTROL_PORT)
+
+
+def _node_infos(run_id: str, hosts: Mapping[str, RemoteHost], p: datanet.Plan) -> list[NodeInfo]:
+    def query(host: RemoteHost) -> list[NodeInfo]:
+        ids = host.run(["docker", "ps", "-aq", "--filter", f"label={LABEL_RUN}={run_id}"], timeout_s=30).stdout.split()
+        if not ids:
+            return []
+        out = []
+        for line in host.run(["docker", "inspect", "-f", INSPECT_FORMAT, *ids], timeout_s=30).stdout.splitlines():
+            node, name, pid, port = line.split()
+            out.append(NodeInfo(node, name.lstrip("/"), p.node_ips.get(node, ""), host.spec.address, int(pid),
+                                host=host.name, control_port=int(port)))
+        return out
+
+    infos = [i for found in each(hosts, query).values() for i in found]
+    return sorted(infos, key=lambda n: (len(n.name), n.name))
+
+
+def up(inventory: Inventory, names: list[str], run_id: str, run_dir: Path, token: str, image: str, *,
+       placement: str | None, wait: Callable[[Cluster], None], log: Log,
+       node_env: Mapping[str, dict[str, str]] | None = None) -> Cluster:
+    """Start `names` over the inventory's hosts and `wait` until all hear all (the caller's wait). On any
+    failure, what was started on any host is removed again. Raises `UsageError` / `EnvironmentProblem`."""
+    where = place(names, inventory.names, placement)
+    used = [h for h in inventory.hosts if h.name in set(where.values())]
+    p = datanet.plan(run_id, [h.name for h in used], names)
+    hosts = connect_all(used)
+    state: dict[str, Any] = {"run_id": run_id, "inventory": {"hosts": [dict(vars(h)) for h in used]},
+                             "placement": where, "plan": p.as_dict(), "remote_dir": remote_dir(run_id), "up": True,
+                             "offsets_s": {}}
+    _write_state(run_dir, state)
+    if find(run_id) is not None:
+        raise UsageError(f"multi-host run {run_id} is up already", hint="choose another run id")
+    registry().mkdir(parents=True, exist_ok=True)
+    (registry() / run_id).unlink(missing_ok=True)  # a link left by a run whose directory went
+    (registry() / run_id).symlink_to(Path(run_dir).resolve())
+    try:
+        offsets = each(hosts, lambda h: h.clock_offset_s())
+        state["offsets_s"]["up"] = {n: o for n, (o, _) in offsets.items()}
+        state["rtt_s"] = {n: r for n, (_, r) in offsets.items()}
+        _write_state(run_dir, state)
+        ship.ship(image, hosts, log)
+        log(f"run {run_id}: data network {p.subnet} over {len(used)} host(s) (VXLAN id {p.vni})")
+        each(hosts, lambda h: h.run_line(h.command_line(["sh", "-s"]), input_text=datanet.create_script(
+            p, h.name, h.spec.vxlan_address, [o.vxlan_address for o in used if o.name != h.name]), timeout_s=60))
+        each(hosts, lambda h: h.run_line(h.command_line(["sh", "-s"]), input_text=_start_script(
+            run_id, [n for n in names if where[n] == h.name], names, p, image, token, h.spec.address, run_dir,
+            h.name, node_env or {}), timeout_s=300))
+        cluster = Cluster(run_id, run_dir, token, _node_infos(run_id, hosts, p))
+        wait(cluster)
+    except BaseException:
+        log(f"run {run_id}: start failed, removing it from every host (the histories so far go to {run_dir})")
+        try:
+            _stop_and_collect(run_dir, hosts, run_id)
+        except SplitlabError as exc:
+            log(f"run {run_id}: histories not collected: {exc.message}")
+        _remove(run_dir, hosts)
+        raise
+    finally:
+        for h in hosts.values():
+            h.close()
+    return cluster
+
+
+def container_log(host: RemoteHost, container: str, tail_lines: int | None = None) -> str:
+    """A node container's output (its last `tail_lines` lines), read on its host, or why there is none."""
+    tail = ["--tail", str(tail_lines)] if tail_lines is not None else []
+    try:
+        return host.run(["docker", "logs", *tail, container], check=False, timeout_s=60).stdout
+    except SplitlabError as exc:
+        return f"(no logs: {exc.message})\n"
+
+
+def load(run_dir: Path) -> Cluster:
+    """The running multi-host run in `run_dir`. Raises `UsageError` when it is down."""
+    state = read_state(run_dir)
+    if not state.get("up"):
+        raise UsageError(f"run {state['run_id']} is down")
+    hosts = run_hosts(run_dir)
+    try:
+        nodes = _node_infos(state["run_id"], hosts, datanet.Plan.from_dict(state["plan"]))
+    finally:
+        for h in hosts.values():
+            h.close()
+    token = (Path(run_dir) / "token").read_text().strip()
+    return Cluster(state["run_id"], Path(run_dir), token, nodes)
+
+
+def namespaces(cluster: Cluster) -> dict[str, Netns]:
+    """Every node's network namespace on its host (one SSH connection per host, shared by its nodes). Raises
+    `EnvironmentProblem` for a node that is not running."""
+    hosts = run_hosts(cluster.run_dir)
+    out = {}
+    for info in cluster.nodes:
+        if info.pid <= 0:
+            raise EnvironmentProblem(f"node {info.name} on host {info.host} is not running (no PID)",
+                                     hint="start it first")
+        out[info.name] = Netns(info.name, info.pid, host=info.host, remote=hosts[info.host])
+    return out
+
+
+def collect(run_dir: Path, hosts: Mapping[str, RemoteHost]) -> int:
+    """Bring every host's node histories into `run_dir/events/`, each event's `ts` moved onto the controller's
+    clock (minus the host's offset measured now); returns the number of files. Raises `EnvironmentProblem`."""
+    state = read_state(run_dir)
+    offsets = each(hosts, lambda h: h.clock_offset_s()[0])
+    state["offsets_s"]["stop"] = offsets
+    _write_state(run_dir, state)
+    rdir = state["remote_dir"]
+
+    def fetch(host: RemoteHost) -> int:
+        listing = host.run(["sh", "-c", f"cd {shlex.quote(rdir)}/events 2>/dev/null && ls"], check=False).stdout.split()
+        count = 0
+        for name in listing:
+            if not name.endswith(".jsonl"):
+                continue
+            text = host.run(["cat", f"{rdir}/events/{name}"], timeout_s=300).stdout
+            _write_shifted(Path(run_dir) / "events" / name, text, offsets[host.name])
+            count += 1
+        return count
+
+    return sum(each(hosts, fetch).values())
+
+
+def _write_shifted(path: Path, text: str, offset_s: float) -> None:
+    """Write a history with each line's `ts` minus `offset_s`; a line that is not a JSON object (cut short by
+    a kill) is kept as it is, for the reader to count."""
+    out = bytearray()
+    for line in text.splitlines():
+        try:
+            event = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            out += line.encode() + b"\n"
+            continue
+        if isinstance(event, dict) and isinstance(event.get("ts"), (int, float)) and offset_s:
+            event["ts"] = round(event["ts"] - offset_s, 6)
+            out += orjson.dumps(event) + b"\n"
+        else:
+            out += line.encode() + b"\n"
+    path.write_bytes(bytes(out))
+
+
+def _stop_and_collect(run_dir: Path, hosts: Mapping[str, RemoteHost], run_id: str) -> int:
+    """Stop the run's containers on every host (each node closes its history), then collect the histories."""
+    each(hosts, lambda h: h.run(["sh", "-c", f"ids=$(docker ps -q --filter label={LABEL_RUN}={run_id}); "
+                                 '[ -z "$ids" ] || docker stop -t 10 $ids >/dev/null'], timeout_s=120))
+    return collect(run_dir, hosts)
+
+
+def stop(run_dir: Path, log: Log) -> None:
+    """Stop the run's containers on every host and collect their histories (the containers stay for `down`)."""
+    run_id = read_state(run_dir)["run_id"]
+    hosts = run_hosts(run_dir)
+    try:
+        files = _stop_and_collect(run_dir, hosts, run_id)
+    finally:
+        for h in hosts.values():
+            h.close()
+    log(f"run {run_id}: stopped on {len(hosts)} host(s), {files} histories collected")
+
+
+def down(run_dir: Path, log: Log) -> None:
+    """Stop the nodes and collect their histories (a host that cannot be read keeps its run: nothing is
+    lost), then remove the run's containers, VXLAN devices, networks and directories from every host."""
+    state = read_state(run_dir)
+    hosts = run_hosts(run_dir)
+    try:
+        if state.get("up"):
+            _stop_and_collect(run_dir, hosts, state["run_id"])
+        _remove(run_dir, hosts)
+    finally:
+        for h in hosts.values():
+            h.close()
+    log(f"run {state['run_id']}: removed from {', '.join(hosts)}")
+
+
+def _remove(run_dir: Path, hosts: Mapping[str, RemoteHost]) -> None:
+    state = read_state(run_dir)
+    p = datanet.Plan.from_dict(state["plan"])
+    each(hosts, lambda h: h.run_line(h.command_line(["sh", "-s"]), input_text=datanet.remove_script(p), timeout_s=180))
+    each(hosts, lambda h: h.run(["rm", "-rf", state["remote_dir"]], timeout_s=60))
+    state["up"] = False
+    _write_state(run_dir, state)
+    (registry() / state["run_id"]).unlink(missing_ok=True)
+
+
+def running() -> list[Path]:
+    """The run directories of the multi-host runs that are up."""
+    root = registry()
+    return [d for d in (find(link.name) for link in sorted(root.iterdir())) if d] if root.is_dir() else []
