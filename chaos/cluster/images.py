@@ -7,6 +7,12 @@
   (the `node` extra of pyproject.toml) unpacked on the host from wheels, so the build itself needs no network.
   Tagged `splitlab-node:<hash>` and `splitlab-node:latest`.
 
+- Shaper agent image (`images/agent/`): the node image plus the NFQUEUE shaper (`chaos.net.shaper` and what it
+  imports, `AGENT_MODULES`) and NetfilterQueue, compiled in a build stage against Debian's libnetfilter-queue; it
+  runs the shaper inside a node's namespace on another host of a multi-host run (chaos.net.shaper.remote).
+  (NetfilterQueue publishes no wheels: its source comes from PyPI through the controller's pip, and a build
+  stage compiles it against Debian's libnetfilter-queue and Python, the image's own.)
+  Tagged `splitlab-agent:<hash>`; built on demand by `up --inventory`.
 - Test-bed host image (`images/hostbed/`): the base plus Debian's docker.io and openssh-server, for the multi-host
   test bed (`chaos.hosts.bed`); built on demand, tagged `splitlab-hostbed:<hash>`.
 
@@ -16,6 +22,7 @@ makes runs use that image instead of the one for the current sources.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -39,6 +46,14 @@ DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 NODE_REPO = "splitlab-node"
 BASE_REPO = "splitlab-base"
 HOSTBED_REPO = "splitlab-hostbed"
+AGENT_REPO = "splitlab-agent"
+# What the shaper process imports from this repository besides `node` (tests/unit/test_agent_image.py checks
+# it against a fresh interpreter): the agent image carries these and nothing else of the controller.
+AGENT_MODULES = ("chaos/__init__.py", "chaos/faults/__init__.py", "chaos/faults/grudge.py",
+                 "chaos/faults/msgrules.py", "chaos/host/__init__.py", "chaos/host/priority.py",
+                 "chaos/net/__init__.py", "chaos/net/shaper", "chaos/wire/__init__.py", "chaos/wire/dissect.py")
+# What it imports lazily: the scapy dissector, once a message rule exists.
+AGENT_LAZY_IMPORTS = ("chaos.wire.dissect",)
 
 Log = Callable[[str], None]
 
@@ -231,6 +246,84 @@ def build_hostbed(log: Log, repo: Path = REPO) -> str:
     run(["docker", "build", "--quiet", "--build-arg", f"BASE_IMAGE={base}", "-t", tag, str(repo / "images/hostbed")],
         timeout_s=1800, hint="the build installs Debian packages: the Debian mirror must be reachable")
     log(f"test-bed host image: built {tag}")
+    return tag
+
+
+def _agent_files(repo: Path) -> list[Path]:
+    files: list[Path] = []
+    for rel in AGENT_MODULES:
+        path = repo / rel
+        files += sorted(p for p in path.rglob("*.py") if "__pycache__" not in p.parts) if path.is_dir() else [path]
+    return files
+
+
+# The agent's Python packages, at the controller's releases: NetfilterQueue publishes no wheels (its source is
+# compiled in the image's build stage), scapy is pure Python (a wheel).
+AGENT_PACKAGES = {"NetfilterQueue": "--no-binary=:all:", "scapy": "--only-binary=:all:"}
+
+
+def agent_package_versions() -> dict[str, str]:
+    """The releases of `AGENT_PACKAGES` the controller runs: the agent image carries the same."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return {name: version(name) for name in AGENT_PACKAGES}
+    except PackageNotFoundError as exc:
+        raise EnvironmentProblem(f"{exc.name} is not installed in the controller's environment",
+                                 hint="make test installs it (NetfilterQueue needs libnetfilter-queue-dev)") from None
+
+
+def agent_tag(repo: Path = REPO) -> str:
+    """`splitlab-agent:<hash>` of the node image, the agent's Dockerfile, its packages' releases and the
+    shaper's sources."""
+    parts = [node_image(repo).encode(), (repo / "images/agent/Dockerfile").read_bytes(),
+             json.dumps(agent_package_versions(), sort_keys=True).encode()]
+    for path in _agent_files(repo):
+        parts += [str(path.relative_to(repo)).encode(), path.read_bytes()]
+    return f"{AGENT_REPO}:{_sha(parts)}"
+
+
+def _agent_dists(repo: Path, log: Log) -> Path:
+    """A directory with the agent's package files (fetched by the controller's pip, which knows the way to
+    PyPI, once per set of releases: cached under .build/)."""
+    versions = agent_package_versions()
+    dists = repo / ".build" / "agent-dists" / _sha([json.dumps(versions, sort_keys=True).encode()])
+    if not (dists / "complete").exists():
+        log(f"shaper agent image: downloading {', '.join(f'{n} {v}' for n, v in versions.items())}")
+        dists.mkdir(parents=True, exist_ok=True)
+        for name, how in AGENT_PACKAGES.items():
+            run([sys.executable, "-m", "pip", "download", "--quiet", how, "--no-deps", "--dest", str(dists),
+                 f"{name}=={versions[name]}"], timeout_s=600, hint=f"PyPI must be reachable to fetch {name}")
+        (dists / "complete").touch()
+    return dists
+
+
+def build_agent(log: Log, repo: Path = REPO) -> str:
+    """Build the shaper agent image unless it exists; returns its tag. Needs the node image. Its packages are
+    fetched here (`_agent_dists`); its build stage installs Debian packages: the Debian mirror must be reachable
+    from containers."""
+    tag = agent_tag(repo)
+    if image_exists(tag):
+        log(f"shaper agent image: {tag} (up to date)")
+        return tag
+    node, base = node_image(repo), base_tag(repo)
+    if not image_exists(node):
+        raise EnvironmentProblem(f"node image {node} is missing", hint="run 'make images'")
+    dists = _agent_dists(repo, log)
+    ctx = Path(tempfile.mkdtemp(prefix="splitlab-agent-ctx-"))
+    try:
+        shutil.copy(repo / "images/agent/Dockerfile", ctx / "Dockerfile")
+        shutil.copytree(dists, ctx / "dists", ignore=shutil.ignore_patterns("complete"))
+        for path in _agent_files(repo):
+            (ctx / path.relative_to(repo)).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(path, ctx / path.relative_to(repo))
+        log(f"shaper agent image: building {tag} on {node}")
+        run(["docker", "build", "--quiet", "--build-arg", f"BASE_IMAGE={base}", "--build-arg", f"NODE_IMAGE={node}",
+             "-t", tag, str(ctx)], timeout_s=1800,
+            hint="the build installs Debian packages: the Debian mirror must be reachable from containers")
+    finally:
+        shutil.rmtree(ctx, ignore_errors=True)
+    log(f"shaper agent image: built {tag}")
     return tag
 
 

@@ -13,7 +13,7 @@ import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import docker
 import docker.errors
@@ -25,6 +25,7 @@ from chaos.cluster.model import Cluster, NodeInfo
 from chaos.host.proc import run
 from chaos.hosts import multi
 from chaos.hosts.inventory import Inventory
+from chaos.hosts.remote import RemoteHost
 from node.errors import CommandFailed, EnvironmentProblem, SplitlabError, UsageError
 
 LABEL_DIR = "splitlab.dir"
@@ -170,8 +171,9 @@ def _up_multi(inventory: Inventory, names: list[str], log: Log, wait_timeout_s: 
     run_dir, token = _new_run_dir(runs_dir, run_id)
     _write_run_files(run_dir, token, {"run_id": run_id, "nodes": names, "image": image,
                                       "inventory": str(inventory.path)})
+    agent = images.build_agent(log)  # faults on the hosts run the shaper from it
     log(f"run {run_id}: starting {len(names)} node(s) from {image} on {len(inventory.hosts)} host(s)")
-    cluster = multi.up(inventory, names, run_id, run_dir, token, image, placement=placement, log=log,
+    cluster = multi.up(inventory, names, run_id, run_dir, token, image, agent, placement=placement, log=log,
                        node_env=node_env, wait=lambda c: _wait_all_hear(None, c, wait_timeout_s, log))
     log(f"run {run_id}: all {len(names)} node(s) hear each other")
     return cluster
@@ -355,11 +357,11 @@ def as_dict(cluster: Cluster) -> dict[str, Any]:
             "nodes": [dict(asdict(n), control_url=n.control_url) for n in cluster.nodes]}
 
 
-def namespaces(cluster: Cluster) -> dict[str, Netns]:
+def namespaces(cluster: Cluster, hosts: Mapping[str, RemoteHost] | None = None) -> dict[str, Netns]:
     """Every node's network namespace, after the labelling and host-namespace refusals of `chaos.host.netns`
-    (on a multi-host run: on the node's host, entered over SSH)."""
+    (on a multi-host run: on the node's host, entered over SSH through `hosts`, default new connections)."""
     if any(n.host for n in cluster.nodes):
-        return multi.namespaces(cluster)
+        return multi.namespaces(cluster, hosts)
     client = docker_client()
     out = {}
     for info in cluster.nodes:

@@ -94,7 +94,8 @@ INSPECT_FORMAT = ('{{index .Config.Labels "splitlab.node"}} {{.Name}} {{.State.P
 
 def _node_infos(run_id: str, hosts: Mapping[str, RemoteHost], p: datanet.Plan) -> list[NodeInfo]:
     def query(host: RemoteHost) -> list[NodeInfo]:
-        ids = host.run(["docker", "ps", "-aq", "--filter", f"label={LABEL_RUN}={run_id}"], timeout_s=30).stdout.split()
+        ids = host.run(["docker", "ps", "-aq", "--filter", f"label={LABEL_RUN}={run_id}", "--filter",
+                        f"label={LABEL_NODE}"], timeout_s=30).stdout.split()  # not the shaper containers
         if not ids:
             return []
         out = []
@@ -108,10 +109,11 @@ def _node_infos(run_id: str, hosts: Mapping[str, RemoteHost], p: datanet.Plan) -
     return sorted(infos, key=lambda n: (len(n.name), n.name))
 
 
-def up(inventory: Inventory, names: list[str], run_id: str, run_dir: Path, token: str, image: str, *,
-       placement: str | None, wait: Callable[[Cluster], None], log: Log,
+def up(inventory: Inventory, names: list[str], run_id: str, run_dir: Path, token: str, image: str, agent_image: str,
+       *, placement: str | None, wait: Callable[[Cluster], None], log: Log,
        node_env: Mapping[str, dict[str, str]] | None = None) -> Cluster:
-    """Start `names` over the inventory's hosts and `wait` until all hear all (the caller's wait). On any
+    """Start `names` (containers of `image`) over the inventory's hosts and `wait` until all hear all (the
+    caller's wait); `agent_image` (the shaper's, chaos.net.shaper.remote) travels with the node image. On any
     failure, what was started on any host is removed again. Raises `UsageError` / `EnvironmentProblem`."""
     where = place(names, inventory.names, placement)
     used = [h for h in inventory.hosts if h.name in set(where.values())]
@@ -119,6 +121,7 @@ def up(inventory: Inventory, names: list[str], run_id: str, run_dir: Path, token
     hosts = connect_all(used)
     state: dict[str, Any] = {"run_id": run_id, "inventory": {"hosts": [dict(vars(h)) for h in used]},
                              "placement": where, "plan": p.as_dict(), "remote_dir": remote_dir(run_id), "up": True,
+                             "image": image, "agent_image": agent_image,
                              "offsets_s": {}}
     _write_state(run_dir, state)
     if find(run_id) is not None:
@@ -131,7 +134,7 @@ def up(inventory: Inventory, names: list[str], run_id: str, run_dir: Path, token
         state["offsets_s"]["up"] = {n: o for n, (o, _) in offsets.items()}
         state["rtt_s"] = {n: r for n, (_, r) in offsets.items()}
         _write_state(run_dir, state)
-        ship.ship(image, hosts, log)
+        ship.ship([image, agent_image], hosts, log)
         log(f"run {run_id}: data network {p.subnet} over {len(used)} host(s) (VXLAN id {p.vni})")
         each(hosts, lambda h: h.run_line(h.command_line(["sh", "-s"]), input_text=datanet.create_script(
             p, h.name, h.spec.vxlan_address, [o.vxlan_address for o in used if o.name != h.name]), timeout_s=60))
@@ -178,10 +181,11 @@ def load(run_dir: Path) -> Cluster:
     return Cluster(state["run_id"], Path(run_dir), token, nodes)
 
 
-def namespaces(cluster: Cluster) -> dict[str, Netns]:
-    """Every node's network namespace on its host (one SSH connection per host, shared by its nodes). Raises
-    `EnvironmentProblem` for a node that is not running."""
-    hosts = run_hosts(cluster.run_dir)
+def namespaces(cluster: Cluster, hosts: Mapping[str, RemoteHost] | None = None) -> dict[str, Netns]:
+    """Every node's network namespace on its host, entered through `hosts` (default: new connections from the
+    run's `hosts.json`, one per host, shared by its nodes; the caller closes them). Raises `EnvironmentProblem`
+    for a node that is not running."""
+    hosts = run_hosts(cluster.run_dir) if hosts is None else hosts
     out = {}
     for info in cluster.nodes:
         if info.pid <= 0:

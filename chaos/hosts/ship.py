@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 from chaos.host.proc import run
 from chaos.hosts.remote import RemoteHost
@@ -28,30 +28,36 @@ def remote_image_id(host: RemoteHost, image: str) -> str | None:
     return proc.stdout.strip() if proc.returncode == 0 else None
 
 
-def ship(image: str, hosts: Mapping[str, RemoteHost], log: Log = lambda _: None) -> list[str]:
-    """Make `image` (same id) present on every host; returns the names of the hosts it was loaded on.
+def ship(images: Sequence[str], hosts: Mapping[str, RemoteHost], log: Log = lambda _: None) -> list[str]:
+    """Make every one of `images` (same id) present on every host; returns the names of the hosts they were
+    loaded on. One `docker save` of all of them (layers they share travel once), loaded where one is missing.
     Raises `EnvironmentProblem` / `CommandFailed` naming the host."""
-    want = image_id(image)
+    want = {image: image_id(image) for image in images}
+
+    def lacking(host: RemoteHost) -> bool:
+        return any(remote_image_id(host, image) != ident for image, ident in want.items())
+
     with ThreadPoolExecutor(max_workers=max(1, len(hosts))) as pool:
-        have = dict(zip(hosts, pool.map(lambda h: remote_image_id(h, image), hosts.values())))
-    missing = [name for name, got in have.items() if got != want]
+        missing = [name for name, lacks in zip(hosts, pool.map(lacking, hosts.values())) if lacks]
+    shown = ", ".join(images)
     if not missing:
-        log(f"image {image}: already on {', '.join(hosts)}")
+        log(f"image(s) {shown}: already on {', '.join(hosts)}")
         return []
     with tempfile.TemporaryFile(prefix="splitlab-image-") as archive:
-        saved = subprocess.run(["docker", "save", image], stdout=archive, stderr=subprocess.PIPE, timeout=LOAD_TIMEOUT_S)
+        saved = subprocess.run(["docker", "save", *images], stdout=archive, stderr=subprocess.PIPE,
+                               timeout=LOAD_TIMEOUT_S)
         if saved.returncode != 0:
-            raise CommandFailed(["docker", "save", image], saved.returncode, saved.stderr.decode(errors="replace"))
+            raise CommandFailed(["docker", "save", *images], saved.returncode, saved.stderr.decode(errors="replace"))
         size_mb = archive.tell() / 1e6
-        log(f"image {image}: loading {size_mb:.0f} MB on {', '.join(missing)}")
+        log(f"image(s) {shown}: loading {size_mb:.0f} MB on {', '.join(missing)}")
 
         def load(name: str) -> None:
             with open(f"/proc/self/fd/{archive.fileno()}", "rb") as stream:  # an own offset per host
                 hosts[name].run_line(hosts[name].command_line(["docker", "load", "--quiet"]), input_stream=stream,
                                      timeout_s=LOAD_TIMEOUT_S, argv=["docker", "load"],
                                      hint="the host needs free disk for the image")
-            if remote_image_id(hosts[name], image) != want:
-                raise EnvironmentProblem(f"host {name}: image {image} has another id after docker load")
+            if lacking(hosts[name]):
+                raise EnvironmentProblem(f"host {name}: image(s) {shown} have another id after docker load")
 
         with ThreadPoolExecutor(max_workers=len(missing)) as pool:
             list(pool.map(load, missing))

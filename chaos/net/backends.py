@@ -24,6 +24,16 @@ def capabilities() -> dict[str, tuple[bool, str]]:
     return dict(_caps)
 
 
+def remote_capabilities() -> dict[str, tuple[bool, str]]:
+    """The backends for nodes on other hosts (a multi-host run): the shaper runs there in a container of the agent
+    image (chaos.net.shaper.remote) and iptables over SSH; netem is driven through pyroute2 from this process,
+    which reaches only this machine's namespaces."""
+    return {"netem": (False, "netem is not driven on other hosts (pyroute2 reaches this machine's namespaces "
+                             "only); their link faults use the NFQUEUE shaper agent"),
+            "nfqueue": (True, "the shaper agent container on the node's host"),
+            "iptables": (True, "iptables statistic on the node's host (pure loss only, kernel RNG: not seeded)")}
+
+
 def choose_backend(fault: LinkFault, forced: str | None, caps: Mapping[str, tuple[bool, str]]) -> str:
     """The backend for one link fault. Raises `UsageError` / `EnvironmentProblem` when it cannot be served."""
     if forced is not None:

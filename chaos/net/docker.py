@@ -21,6 +21,11 @@ Every verb appends `fault_start` (and its pair `fault_end`; `heal_all` a `heal`)
 probes between the namespaces first saw the change in effect. One `seed` drives every random choice (shaper
 RNGs, random topologies).
 
+On a multi-host run every verb acts on the node's host, over SSH: rules through iptables there, the shaper as a
+container of the agent image in the node's namespace (chaos.net.shaper.remote), docker pause/kill/start by
+that host's engine; the ledger entries name the host. What needs a socket of this process (probes, so no
+`effective_ts`; injection, replay, capture) stays on one machine.
+
 Used as a context manager, `Net` heals everything on exit.
 """
 from __future__ import annotations
@@ -38,7 +43,7 @@ from chaos.cluster import lifecycle as clusters
 from chaos.faults import grudge as grudges
 from chaos.net import partition
 from chaos.net.base import WallClock
-from chaos.net.backends import BACKENDS, capabilities, choose_backend
+from chaos.net.backends import BACKENDS, capabilities, choose_backend, remote_capabilities
 from chaos.wire import probe
 from chaos.faults.grudge import Grudge, LinkFault, LinkMatrix
 from chaos.host.heal import heal_run
@@ -46,6 +51,7 @@ from chaos.host.history import ControllerHistory
 from chaos.host.ledger import Entry, Ledger, namespace_gone
 from chaos.host.netns import Netns
 from chaos.host.proc import run
+from chaos.hosts.remote import RemoteHost, run_hosts
 from chaos.net.shaper import control as shaper_control
 from chaos.net import netem, statloss
 from chaos.faults.msgrules import MsgRule
@@ -82,6 +88,7 @@ class DockerNet:
         self.cluster_id = cluster_id_of(self.run_id)
         self.state_path = cluster.run_dir / "chaos" / "state.json"
         self._namespaces: dict[str, Netns] | None = None
+        self._hosts: dict[str, RemoteHost] | None = None
         self._load_state()
 
     # --- state ------------------------------------------------------------------------------------------------
@@ -121,8 +128,20 @@ class DockerNet:
     @property
     def namespaces(self) -> dict[str, Netns]:
         if self._namespaces is None:
-            self._namespaces = clusters.namespaces(self.cluster)
+            self._namespaces = clusters.namespaces(self.cluster, self.hosts)
         return self._namespaces
+
+    @property
+    def hosts(self) -> dict[str, RemoteHost]:
+        """The hosts of a multi-host run (connected on first use, closed by `close`); {} on one machine."""
+        if self._hosts is None:
+            self._hosts = run_hosts(self.run_dir)
+        return self._hosts
+
+    def _runner(self, node: str) -> Callable[..., Any]:
+        """What runs a command on `node`'s host: `proc.run` here, over SSH for a node on another host."""
+        host = self.cluster.node(node).host
+        return self.hosts[host].run if host else run
 
     def client(self, node: str) -> NodeClient:
         """The control-API client of `node` (its current container, also after a restart)."""
@@ -154,14 +173,23 @@ class DockerNet:
                                         clusters.load(self.run_id).nodes)
         self._namespaces = None
 
+    @property
+    def multi_host(self) -> bool:
+        return any(n.host for n in self.cluster.nodes)
+
     def _on_this_machine(self, what: str) -> None:
-        """Refuse `what` on a multi-host run: it acts through this machine's processes, sockets or engine, and
-        a node's PID on another host means nothing here. Partitions and heal work across hosts."""
-        remote = sorted({n.host for n in self.cluster.nodes if n.host})
-        if remote:
-            raise EnvironmentProblem(f"{what} is not available yet on a multi-host run (nodes on {', '.join(remote)})",
-                                     hint="partition, unpartition and heal work across hosts; run this fault on "
-                                          "a cluster on one machine")
+        """Refuse `what` on a multi-host run: it acts through sockets of this process (probes, forged packets,
+        capture), which reach only namespaces on this machine."""
+        if self.multi_host:
+            remote = sorted({n.host for n in self.cluster.nodes if n.host})
+            raise EnvironmentProblem(f"{what} is not available on a multi-host run (nodes on {', '.join(remote)}): "
+                                     f"it sends or reads packets through sockets of this process",
+                                     hint="partitions, link faults, message faults, pause, kill and restart work "
+                                          "across hosts; run this fault on a cluster on one machine")
+
+    def _caps(self) -> dict[str, tuple[bool, str]]:
+        """The link-fault backends of where the nodes run."""
+        return remote_capabilities() if self.multi_host else capabilities()
 
     # --- events -----------------------------------------------------------------------------------------------
     def _start_fault(self, kind: str, detail: dict[str, Any], applied_ts: float, effective_ts: float | None) -> str:
@@ -234,7 +262,7 @@ class DockerNet:
 
     def _apply_links(self) -> dict[str, str]:
         """Make every node's backends hold exactly `self.links` and `self.rules`; returns node -> backends used."""
-        caps = capabilities()
+        caps = self._caps()
         ips = {n.name: n.data_ip for n in self.cluster.nodes}
         per: dict[str, dict[str, dict[str, LinkFault]]] = {b: {n: {} for n in self.nodes} for b in BACKENDS}
         for (src, dst), (fault, backend) in self.links.items():
@@ -271,13 +299,13 @@ class DockerNet:
         """Say what the ended shapers of `nodes` could not send (their last counters), so that a duplicate or a
         held message that never went out is reported, not silently lost."""
         for node in sorted(nodes):
-            failures = shaper_control.send_failures(shaper_control.read_stats(self.cluster.run_dir, node))
+            ns = self.namespaces.get(node) if self.multi_host else None
+            failures = shaper_control.send_failures(shaper_control.read_stats(self.cluster.run_dir, node, ns))
             if failures:
                 self.log(f"shaper {node}: {failures}")
 
     def _set_links(self, kind: str, updates: LinkMatrix, merge: bool, replace_all: bool = False) -> str:
-        self._on_this_machine("link faults (slow, flaky, shape)")
-        caps = capabilities()
+        caps = self._caps()
         grudges.check_matrix(updates, self.nodes)
         new = {} if replace_all else dict(self.links)
         used = set()
@@ -326,7 +354,6 @@ class DockerNet:
 
     def msg_fault(self, rule: MsgRule) -> str:
         """Add a protocol-aware rule (executed by the NFQUEUE shaper in the sender's namespace)."""
-        self._on_this_machine("msg-fault")
         grudges.check_matrix({(rule.src, rule.dst): LinkFault()}, self.nodes)
         self.rules = [*self.rules, rule]
         try:
@@ -350,7 +377,7 @@ class DockerNet:
     def end_links(self, fault_id: str, matrix: LinkMatrix) -> None:
         """Make the link faults exactly `matrix` (what the faults still open set) and record the end of
         `fault_id` (the slow, flaky or shape fault that ends)."""
-        caps = capabilities()
+        caps = self._caps()
         grudges.check_matrix(matrix, self.nodes)
         self.links = {pair: (fault, choose_backend(fault, self.link_backend, caps)) for pair, fault in matrix.items()
                       if not fault.empty}
@@ -411,21 +438,18 @@ class DockerNet:
         return Capture(self._endpoints(), path)
 
     # --- process faults ---------------------------------------------------------------------------------------
-    def _container(self, node: str) -> str:
-        return self.cluster.node(node).container
-
     def pause(self, node: str, method: str = "docker") -> str:
         """Freeze `node` (docker pause, or SIGSTOP to its main process with method="sigstop")."""
-        self._on_this_machine("pause")
         info = self.cluster.node(node)
+        on = f"{info.host}:" if info.host else ""
         if method == "docker":
-            entry = Entry(group=PROCESS_GROUP, key=f"pause:{info.container}", node=node,
+            entry = Entry(group=PROCESS_GROUP, key=f"pause:{on}{info.container}", node=node, host=info.host,
                           what=f"docker pause {info.container}", undo=[["docker", "unpause", info.container]],
                           present={"argv": ["docker", "inspect", "-f", "{{.State.Paused}}", info.container],
                                    "stdout": "true"})
             apply_argv = ["docker", "pause", info.container]
         elif method == "sigstop":
-            entry = Entry(group=PROCESS_GROUP, key=f"sigstop:{info.pid}", node=node,
+            entry = Entry(group=PROCESS_GROUP, key=f"sigstop:{on}{info.pid}", node=node, host=info.host,
                           what=f"SIGSTOP to pid {info.pid} ({info.container})",
                           undo=[["kill", "-CONT", str(info.pid)]],
                           present={"argv": ["ps", "-o", "stat=", "-p", str(info.pid)], "contains": "T"})
@@ -433,9 +457,9 @@ class DockerNet:
         else:
             raise UsageError(f"unknown pause method {method!r}; use docker or sigstop")
         self.ledger.record(entry)
-        run(apply_argv)
+        self._runner(node)(apply_argv)
         applied_ts = time.time()
-        self.log(f"pause {node}: {' '.join(apply_argv)}")
+        self.log(f"pause {node}: {' '.join(apply_argv)}{f' on {info.host}' if info.host else ''}")
         return self._start_fault("pause", {"node": node, "method": method}, applied_ts, None)
 
     def resume(self, node: str) -> None:
@@ -448,23 +472,25 @@ class DockerNet:
 
     def kill(self, node: str) -> str:
         """SIGKILL `node`'s container (docker kill); `start` (or heal_all) starts it again."""
-        self._on_this_machine("kill")
-        container = self._container(node)
-        self.ledger.record(Entry(group=PROCESS_GROUP, key=f"kill:{container}", node=node,
+        info = self.cluster.node(node)
+        container, on = info.container, f"{info.host}:" if info.host else ""
+        self.ledger.record(Entry(group=PROCESS_GROUP, key=f"kill:{on}{container}", node=node, host=info.host,
                                  what=f"docker kill {container}", undo=[["docker", "start", container]],
                                  present={"argv": ["docker", "inspect", "-f", "{{.State.Running}}", container],
                                           "stdout": "false"}))
-        run(["docker", "kill", container])
+        self._runner(node)(["docker", "kill", container])
         applied_ts = time.time()
-        self.log(f"kill {node}: docker kill {container}")
+        self.log(f"kill {node}: docker kill {container}{f' on {info.host}' if info.host else ''}")
         return self._start_fault("kill", {"node": node}, applied_ts, None)
 
     def start(self, node: str) -> None:
         """Start a killed `node` again and re-apply the current partition and link faults to its new namespace
-        (the old namespace went with the old process; its shaper is ended)."""
+        (the old namespace went with the old process; its shaper is ended, also a shaper container on its host)."""
         self.ledger.heal(lambda e: e.group == PROCESS_GROUP and e.node == node and e.key.startswith("kill:"))
         self._refresh()
-        stale = {e.id for e in self.ledger.outstanding() if e.node == node and namespace_gone(e)}
+        runner = self._runner(node)
+        stale = {e.id for e in self.ledger.outstanding() if e.node == node and
+                 (namespace_gone(e, runner) or e.group == shaper_control.GROUP)}
         if stale:
             self.ledger.heal(lambda e: e.id in stale)
         if self.grudge:
@@ -478,7 +504,6 @@ class DockerNet:
     def restart(self, node: str) -> str:
         """Kill `node` (SIGKILL) and start it again at once: a crash and reboot with the run's faults re-applied
         to its new namespace. Returns the fault id (an instant: no fault_end)."""
-        self._on_this_machine("restart")
         kill_id = self.kill(node)
         self.start(node)
         fault_id = f"restart-{uuid.uuid4().hex[:8]}"
@@ -498,7 +523,11 @@ class DockerNet:
         return count
 
     def close(self) -> None:
-        self.heal_all()
+        try:
+            self.heal_all()
+        finally:
+            for host in (self._hosts or {}).values():
+                host.close()
 
     def __enter__(self) -> "DockerNet":
         return self

@@ -1,8 +1,10 @@
 """Runs across hosts on the test bed: three lab hosts as containers, each with its own sshd and Docker engine,
 reached only over SSH with the bed's key (chaos.hosts.bed). Nodes on every host hear each other over the VXLAN
 data network, deliver unicast and multicast across hosts, a one-way cut between hosts is applied on the
-receiver's host, a controller SIGKILLed while it holds the cut leaves nothing that `splitlab heal` cannot
-remove, and `down` leaves no container, network, VXLAN device or directory on any host."""
+receiver's host and a link fault on the sender's (the shaper as a container there), a controller SIGKILLed
+while it holds either leaves nothing that `splitlab heal` cannot remove, kill and start act on the node's host,
+seed scenarios give the same verdicts as on one machine, and `down` leaves no container, network, VXLAN device
+or directory on any host."""
 from __future__ import annotations
 
 import json
@@ -126,11 +128,6 @@ def test_a_one_way_cut_across_hosts_survives_a_killed_controller_and_down_leaves
     for node, netns in ns.items():
         assert chain not in netns.exec(["iptables", "-S"]).stdout, node
     wait_for(run.all_hear_all, 15, "all hear all after heal")
-    with DockerNet(run) as net:  # what needs this machine's processes refuses, naming what works
-        with pytest.raises(EnvironmentProblem, match="not available yet on a multi-host run .*host1"):
-            net.slow(50.0)
-        with pytest.raises(EnvironmentProblem, match="multi-host"):
-            net.kill("n2")
     lifecycle.down(run.run_id)
     left = on_hosts(bed_inventory, f"docker ps -aq --filter label=splitlab.run={run.run_id}; "
                                    f"docker network ls -q --filter label=splitlab.run={run.run_id}; "
@@ -139,12 +136,58 @@ def test_a_one_way_cut_across_hosts_survives_a_killed_controller_and_down_leaves
     assert left == {h: "" for h in bed_inventory.names}, left
 
 
+def shaper_containers(inventory: Inventory, run_id: str) -> dict[str, list[str]]:
+    out = on_hosts(inventory, f"docker ps -a --format '{{{{.Names}}}}' --filter label=splitlab.run={run_id}")
+    return {host: [n for n in names.split() if "-shaper-" in n] for host, names in out.items()}
+
+
+def test_link_and_process_faults_act_on_the_nodes_host_and_heal_after_a_killed_controller(
+        splitlab_up, bed_inventory) -> None:
+    from chaos.net.shaper import control
+
+    run = splitlab_up(3, inventory=bed_inventory)  # n1 on host1, n2 on host2, n3 on host3
+    env = dict(os.environ, SPLITLAB_RUNS_DIR=str(run.run_dir.parent))
+    holder = subprocess.Popen([sys.executable, "-m", "chaos.cli.main", "chaos", "flaky", "--loss-pct", "100",
+                               "--links", "n1->n2", "--run-id", run.run_id, "--hold"], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:  # n1's shaper, a container on host1 in n1's namespace, drops everything n1 sends n2
+        wait_for(lambda: "n1" not in run.client("n2").hears(), 30, "n2 stops hearing n1")
+        assert run.client("n1").hears() >= {"n2", "n3"} and "n1" in run.client("n3").hears()
+    finally:
+        holder.send_signal(signal.SIGKILL)  # the controller dies holding the shaper
+        holder.wait(10)
+    assert shaper_containers(bed_inventory, run.run_id) == {"host1": [
+        f"splitlab-{run.run_id}-n1-shaper-{lifecycle.namespaces(run)['n1'].inode}"], "host2": [], "host3": []}
+    healed = subprocess.run([sys.executable, "-m", "chaos.cli.main", "heal", "--run-id", run.run_id], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+    assert healed.returncode == 0, healed.stdout
+    assert shaper_containers(bed_inventory, run.run_id) == {h: [] for h in bed_inventory.names}
+    ns = lifecycle.namespaces(run)
+    assert f"SLQ-{run.run_id}" not in ns["n1"].exec(["iptables", "-S"]).stdout
+    wait_for(run.all_hear_all, 15, "all hear all after heal")
+
+    with DockerNet(run, verify=False) as net:
+        net.slow(100.0, links=[("n3", "n1")])  # host3 -> host1
+        wait_for(lambda: control.read_stats(run.run_dir, "n3", net.namespaces["n3"]).get("delayed", 0) >= 5, 15,
+                 "n3's shaper on host3 delays what n3 sends n1")
+        stats = control.read_stats(run.run_dir, "n3", net.namespaces["n3"])
+        assert stats["packets"] >= stats["delayed"] and stats.get("lost", 0) == 0, stats  # delay only
+        net.kill("n2")  # docker kill on host2
+        wait_for(lambda: "n2" not in run.client("n1").hears(), 20, "n1 stops hearing the killed n2")
+        net.start("n2")  # its control port is published anew: net.cluster knows the new one
+        wait_for(net.cluster.all_hear_all, 30, "all hear all after n2 started again")
+        with pytest.raises(EnvironmentProblem, match="not available on a multi-host run .*host1"):
+            net.inject("n1", "n2", b"\x00")  # a socket of this process reaches no namespace on another host
+    assert shaper_containers(bed_inventory, run.run_id) == {h: [] for h in bed_inventory.names}
+
+
+@pytest.mark.parametrize("scenario", ["jgrp1874", "jgrp1873"])
 def test_a_seed_scenario_gives_the_same_verdict_across_hosts_as_on_one_machine(
-        bed_inventory, splitlab_runs_dir, splitlab_spark) -> None:
+        scenario, bed_inventory, splitlab_runs_dir, splitlab_spark) -> None:
     from chaos.harness import runner
     from chaos.harness.load import load_scenario
 
-    loaded = load_scenario(Path(__file__).parents[2] / "scenarios" / "jgrp1874.yaml", (), "legacy")
+    loaded = load_scenario(Path(__file__).parents[2] / "scenarios" / f"{scenario}.yaml", (), "legacy")
     verdicts = {}
     for where, hosts in (("one machine", None), ("three hosts", (bed_inventory, "n1@host2;n2@host3"))):
         result = runner.run(loaded, out=splitlab_runs_dir, spark=splitlab_spark, report=False, hosts=hosts)

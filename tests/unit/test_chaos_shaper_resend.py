@@ -70,7 +70,7 @@ def test_the_controller_reads_the_counters_and_words_the_failures(tmp_path):
 
 
 def test_fast_reports_what_the_ended_shaper_could_not_send(tmp_path):
-    cluster = SimpleNamespace(run_id="r1", run_dir=tmp_path, names=["n1", "n2"])
+    cluster = SimpleNamespace(run_id="r1", run_dir=tmp_path, names=["n1", "n2"], nodes=[])
     said: list[str] = []
     net = DockerNet(cluster, log=said.append, verify=False)
     net.ledger.record(Entry(group=control.GROUP, key="shaper-proc:1", node="n1", pid=2 ** 22 + 7, netns_ino=1,

@@ -6,6 +6,9 @@ holds) and the queue chain `SLQ-<run>` hooked into OUTPUT (`chaos.net.iptables.Q
 the shaper's own packets (bypass mark) through, then sends UDP toward each shaped peer's data address to the
 queue with `--queue-bypass`, so traffic flows unshaped rather than stopping if the shaper is not there. Control
 traffic goes to other addresses and is never queued.
+
+A node on another host (a multi-host run) gets the same process in a container there (`chaos.net.shaper.remote`);
+its queue chain is set over SSH like any chain of that host.
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ from typing import Any
 from chaos.host.ledger import Entry, Ledger, in_netns, process_start_ticks
 from chaos.host.netns import Netns
 from chaos.net import iptables
+from chaos.net.shaper import remote
 from chaos.net.shaper.spec import ShaperSpec
 from node.errors import EnvironmentProblem
 
@@ -49,9 +53,12 @@ def stats_path(run_dir: Path, node: str) -> Path:
     return path.with_name(path.name + ".stats")
 
 
-def read_stats(run_dir: Path, node: str) -> dict[str, Any]:
-    """The counters the node's shaper wrote last ({} when it wrote none). Raises `EnvironmentProblem`."""
+def read_stats(run_dir: Path, node: str, ns: Netns | None = None) -> dict[str, Any]:
+    """The counters the node's shaper wrote last ({} when it wrote none); fetched from the node's host first
+    when `ns` is on another host. Raises `EnvironmentProblem`."""
     path = stats_path(run_dir, node)
+    if ns is not None and ns.remote is not None:
+        remote.fetch_stats(ns.remote, run_dir, spec_path(run_dir, node))
     try:
         return json.loads(path.read_text())
     except FileNotFoundError:
@@ -139,14 +146,15 @@ def ensure(ledger: Ledger, ns: Netns, spec: ShaperSpec) -> None:
     Raises `EnvironmentProblem` when the shaper does not start or reload, `CommandFailed` when iptables refuses.
     """
     path = spec_path(ledger.run_dir, ns.node)
-    entry = running(ledger, ns)
-    if entry is not None:
-        previous = ShaperSpec.from_json(path.read_text())
-        spec.generation = previous.generation + 1
-    spec.write(path)
-    if entry is None:
+    entry = running(ledger, ns) if ns.remote is None else None
+    if ns.remote is not None:
+        remote.ensure(ledger, ns, spec, path)
+    elif entry is None:
+        spec.write(path)
         _start(ledger, ns, path)
     else:
+        spec.generation = ShaperSpec.from_json(path.read_text()).generation + 1
+        spec.write(path)
         _reload(entry, path, spec.generation)
     iptables.apply(ledger, iptables.QUEUE, spec.run_id, [(ns, queue_rules(spec))])
 

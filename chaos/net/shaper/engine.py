@@ -72,7 +72,7 @@ class Engine:
         return self._link(now_s, pkt, fault, verdict)
 
     def _messages(self, now_s: float, pkt: ipv4.UdpPacket, dst: str) -> tuple[ipv4.UdpPacket | None, Verdict]:
-        from chaos.wire import dissect  # scapy loads only when a message rule exists
+        from chaos.wire import dissect  # scapy loads only when a message rule exists (images.AGENT_LAZY_IMPORTS)
 
         if not pkt.payload.startswith(b"SL"):
             return pkt, Verdict(now_s)
