@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from chaos.cli.verbs import add_verb, inventory_flag, nodes_flag, progress, seed_flag
+from node.errors import UsageError
 
 INTERRUPTED = "interrupted (the cluster was removed and every fault healed)"
 RUN_EXAMPLES = [
@@ -54,15 +55,11 @@ def _run_all(args: argparse.Namespace, backend: str) -> int:
     from chaos.harness.load import load_scenario
     from chaos.harness.progress import Progress
 
+    hosts = _hosts_of(args)
     console = _console()
     progress_ = Progress(console, quiet=args.quiet)
     first = load_scenario(args.scenario, args.sets, None if args.variant == "all" else args.variant)
     variants = (list(first.scenario.variants) or [None]) if args.variant == "all" else [first.variant]
-    hosts = None
-    if getattr(args, "inventory", None):
-        from chaos.hosts.inventory import load
-
-        hosts = (load(args.inventory), args.placement)
     codes = []
     for variant in variants:
         loaded = first if variant == first.variant else load_scenario(args.scenario, args.sets, variant)
@@ -71,6 +68,26 @@ def _run_all(args: argparse.Namespace, backend: str) -> int:
         _print_result(console, result, progress_)
         codes.append(result.verdict.exit_code)
     return max(codes)
+
+
+def _hosts_of(args: argparse.Namespace) -> tuple[Any, str | None] | None:
+    """(inventory, placement) from --inventory/--placement, or None for this machine. Raises `UsageError`."""
+    if not getattr(args, "inventory", None):
+        if getattr(args, "placement", None):
+            raise UsageError("--placement needs --inventory")
+        return None
+    if getattr(args, "sim", False):
+        raise UsageError("--inventory runs the nodes on hosts, --sim in the simulator: choose one")
+    from chaos.hosts.inventory import load
+
+    return load(args.inventory), args.placement
+
+
+def _hosts_flags(p: argparse.ArgumentParser) -> None:
+    inventory_flag(p, "run the nodes over the hosts of this inventory (every fault works across hosts but "
+                      "inject, replay and capture, which need this machine's sockets)")
+    p.add_argument("--placement", metavar="SPEC",
+                   help="with --inventory: 'round-robin' (default) or 'n1,n2@hosta;n3@hostb'")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -86,6 +103,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from chaos.harness.load import from_data
     from chaos.harness.progress import Progress
 
+    explicit = _hosts_of(args)
     run_dir = Path(args.run_dir)
     saved = schedules.load(run_dir)
     loaded = from_data(schedules.replay_document(saved), f"{run_dir / schedules.FILE}", saved.variant)
@@ -93,8 +111,16 @@ def cmd_replay(args: argparse.Namespace) -> int:
     progress_ = Progress(console, quiet=args.quiet)
     progress_.say(f"replaying {saved.run_id} ({saved.backend}): {len(loaded.scenario.steps)} step(s) at their "
                   f"realised times, variant {saved.variant or 'default'}, seed {saved.seed}")
+    hosts = None
+    if not args.sim:
+        from chaos.hosts import multi
+
+        hosts = explicit or multi.hosts_of(run_dir)  # by default where it ran: one machine or its hosts
+        if hosts is not None:
+            progress_.say(f"on host(s) {', '.join(hosts[0].names)}"
+                          f"{f' (placement {hosts[1]})' if hosts[1] else ''}")
     result = runner.run(loaded, backend="sim" if args.sim else saved.backend, seed=saved.seed, out=args.out,
-                        progress=progress_, report=not args.no_report, replay_of=str(run_dir))
+                        progress=progress_, report=not args.no_report, replay_of=str(run_dir), hosts=hosts)
     _print_result(console, result, progress_)
     return result.verdict.exit_code
 
@@ -114,7 +140,7 @@ def cmd_torture(args: argparse.Namespace) -> int:
     console = _console()
     progress_ = Progress(console, quiet=args.quiet)
     result = torture.run(args.seed, args.duration_s, args.nodes, simulate=args.sim, out=args.out,
-                         progress=progress_, report=not args.no_report)
+                         progress=progress_, report=not args.no_report, hosts=_hosts_of(args))
     console.print(progress_.verdict_table(escape(f"torture seed {args.seed} (run {result.run_id})"),
                                           result.verdict.outcomes, result.verdict.held))
     console.print(f"run directory: {result.run_dir} (scenario.yaml, schedule.json)", highlight=False)
@@ -152,8 +178,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     _scenario_args(p)
     seed_flag(p, "seed of every random choice (default: the scenario's)")
     _output_args(p)
-    inventory_flag(p, "run the nodes over the hosts of this inventory (partitions and heal work across hosts)")
-    p.add_argument("--placement", metavar="SPEC", help="with --inventory: 'round-robin' (default) or 'n1@hosta;n2@hostb'")
+    _hosts_flags(p)
 
     p = add_verb(sub, "replay", "run a saved schedule again (the steps at their realised times)", cmd_replay,
                  description="Run a saved schedule again: the same scenario, variant and seed, each step at the "
@@ -161,6 +186,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory holding schedule.json")
     p.add_argument("--sim", action="store_true", help="replay in the simulator instead of on containers")
     _output_args(p)
+    _hosts_flags(p)  # default: the hosts and placement the run had (its hosts.json), else this machine
 
     p = add_verb(sub, "sim", "run a scenario in the seeded simulator (no Docker)", cmd_sim,
                  description="Run a scenario in the seeded simulator (no Docker, virtual time): the same protocol "
@@ -180,6 +206,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sim", action="store_true", help="run in the simulator (no pauses there)")
     p.add_argument("--print", dest="print_only", action="store_true", help="print the generated scenario and exit")
     _output_args(p)
+    _hosts_flags(p)
 
     add_verb(sub, "demo", "JGRP-1873 under unicast2, then the same schedule under unicast3, side by side", cmd_demo,
              examples=["splitlab demo      # or: make demo"], interrupted=INTERRUPTED)

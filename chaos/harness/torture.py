@@ -116,13 +116,14 @@ def load_generated(doc: dict[str, Any], seed: int) -> Any:
 
 
 def run(seed: int, duration_s: float, nodes: int = 3, *, simulate: bool = False, out: Path | str | None = None,
-        progress: Any = None, spark: Any = None, report: bool = True) -> Any:
-    """Generate and run one torture scenario; returns the `RunResult` (its run_dir holds scenario.yaml)."""
+        progress: Any = None, spark: Any = None, report: bool = True, hosts: Any = None) -> Any:
+    """Generate and run one torture scenario (on the `hosts` (inventory, placement) given, else this machine);
+    returns the `RunResult` (its run_dir holds scenario.yaml)."""
     doc = generate(seed, duration_s, nodes, SIM_EPISODES if simulate else EPISODES)
     loaded = load_generated(doc, seed)
     from chaos.harness import runner
 
     result = runner.run(loaded, backend="sim" if simulate else "docker", seed=seed, out=out, progress=progress,
-                        spark=spark, report=report)
+                        spark=spark, report=report, hosts=hosts)
     (result.run_dir / "scenario.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
     return result

@@ -172,3 +172,11 @@ def place(nodes: Sequence[str], hosts: Sequence[str], placement: str | None) -> 
     if missing:
         raise UsageError(f"placement leaves node(s) {', '.join(missing)} without a host")
     return {n: out[n] for n in nodes}
+
+
+def placement_text(where: dict[str, str]) -> str:
+    """The `--placement` text that gives back `where` (node -> host), for `place`."""
+    by_host: dict[str, list[str]] = {}
+    for node, host in where.items():
+        by_host.setdefault(host, []).append(node)
+    return ";".join(f"{','.join(nodes)}@{host}" for host, nodes in by_host.items())

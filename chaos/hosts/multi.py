@@ -23,7 +23,7 @@ from chaos.cluster.model import Cluster, NodeInfo
 from chaos.cluster.naming import LABEL_NODE, LABEL_RUN, container_name
 from chaos.host.netns import Netns
 from chaos.hosts import datanet, ship
-from chaos.hosts.inventory import Inventory, place
+from chaos.hosts.inventory import HostSpec, Inventory, place, placement_text
 from chaos.hosts.remote import HOSTS_FILE, RemoteHost, connect_all, each, run_hosts
 from node.config import CONTROL_PORT, DATA_PORT
 from node.errors import EnvironmentProblem, SplitlabError, UsageError
@@ -278,6 +278,17 @@ def _remove(run_dir: Path, hosts: Mapping[str, RemoteHost]) -> None:
     state["up"] = False
     _write_state(run_dir, state)
     (registry() / state["run_id"]).unlink(missing_ok=True)
+
+
+def hosts_of(run_dir: Path) -> tuple[Inventory, str] | None:
+    """The hosts and the placement (as `--placement` text) a run in `run_dir` had, to run it again there; None
+    for a run on one machine. The inventory is the one `hosts.json` recorded (its key paths as they were)."""
+    path = Path(run_dir) / HOSTS_FILE
+    if not path.is_file():
+        return None
+    state = read_state(run_dir)
+    inventory = Inventory(path, tuple(HostSpec(**h) for h in state["inventory"]["hosts"]))
+    return inventory, placement_text(state["placement"])
 
 
 def running() -> list[Path]:

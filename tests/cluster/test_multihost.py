@@ -195,3 +195,22 @@ def test_a_seed_scenario_gives_the_same_verdict_across_hosts_as_on_one_machine(
         assert result.verdict.outcomes, where
     assert verdicts["three hosts"] == verdicts["one machine"]
     assert json.loads((result.run_dir / "hosts.json").read_text())["placement"] == {"n1": "host2", "n2": "host3"}
+
+
+def test_torture_runs_on_the_hosts_and_its_replay_runs_where_it_ran(bed_inventory, splitlab_runs_dir,
+                                                                    splitlab_spark) -> None:
+    from chaos.cli.main import main as splitlab
+    from chaos.harness import torture
+
+    placement = "n1@host3;n2@host1;n3@host2"
+    result = torture.run(11, 12.0, 3, out=splitlab_runs_dir, spark=splitlab_spark, report=False,
+                         hosts=(bed_inventory, placement))
+    assert result.verdict.held, [(o.check, o.actual, o.reason) for o in result.verdict.outcomes]
+    assert json.loads((result.run_dir / "hosts.json").read_text())["placement"] == \
+        {"n1": "host3", "n2": "host1", "n3": "host2"}
+    before = {p.name for p in splitlab_runs_dir.iterdir()}
+    assert splitlab(["replay", str(result.run_dir), "--out", str(splitlab_runs_dir), "--no-report", "--quiet"]) == 0
+    (replayed,) = [splitlab_runs_dir / p for p in {p.name for p in splitlab_runs_dir.iterdir()} - before]
+    again = json.loads((replayed / "hosts.json").read_text())
+    assert again["placement"] == {"n1": "host3", "n2": "host1", "n3": "host2"}  # where it ran
+    assert {h["name"] for h in again["inventory"]["hosts"]} == set(bed_inventory.names)

@@ -73,6 +73,17 @@ def test_bad_arguments_exit_2_with_one_line_naming_the_verb(argv, prog, fragment
     assert captured.err.startswith(f"{prog}: error: ") and fragment in captured.err, captured.err
 
 
+@pytest.mark.parametrize("argv, fragment", [
+    (["torture", "--seed", "1", "--duration-s", "10", "--sim", "--inventory", "hosts.yaml"], "--sim in the simulator"),
+    (["replay", "runs/x", "--sim", "--inventory", "hosts.yaml"], "choose one"),
+    (["run", "scenarios/jgrp1873.yaml", "--placement", "n1@a"], "--placement needs --inventory"),
+    (["torture", "--seed", "1", "--duration-s", "10", "--inventory", "/no/such/hosts.yaml"], "/no/such/hosts.yaml"),
+])
+def test_where_a_scenario_runs_is_checked_before_anything_starts(argv, fragment, capsys):
+    assert splitlab(argv) == 2
+    assert fragment in capsys.readouterr().err
+
+
 def test_older_flag_spellings_still_parse():
     assert parse(["torture", "--seed", "7", "--duration", "60"]).duration_s == 60.0
     assert parse(["up", "--timeout", "5"]).timeout_s == 5.0

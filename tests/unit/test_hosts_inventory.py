@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from chaos.hosts import datanet
-from chaos.hosts.inventory import load, parse, place
+from chaos.hosts.inventory import load, parse, place, placement_text
 from node.errors import UsageError
 
 GOOD = """
@@ -61,6 +61,13 @@ def test_round_robin_and_explicit_placement() -> None:
     nodes = [f"n{i}" for i in range(1, 6)]
     assert place(nodes, ["a", "b"], None) == {"n1": "a", "n2": "b", "n3": "a", "n4": "b", "n5": "a"}
     assert place(nodes, ["a", "b"], "n1,n2@b; n3,n4,n5@a") == {"n1": "b", "n2": "b", "n3": "a", "n4": "a", "n5": "a"}
+
+
+def test_a_placement_written_back_gives_the_same_placement() -> None:
+    nodes = [f"n{i}" for i in range(1, 6)]
+    where = place(nodes, ["a", "b", "c"], None)
+    assert placement_text(where) == "n1,n4@a;n2,n5@b;n3@c"
+    assert place(nodes, ["a", "b", "c"], placement_text(where)) == where
 
 
 @pytest.mark.parametrize("spec, words", [
