@@ -218,8 +218,8 @@ def build_node(log: Log, repo: Path = REPO) -> str:
     try:
         _prepare_node_context(ctx, repo, log)
         log(f"node image: building {tag} on {base}")
-        run(["docker", "build", "--quiet", "--build-arg", f"BASE_IMAGE={base}", "-t", tag, "-t", f"{NODE_REPO}:latest",
-             str(ctx)], timeout_s=900)
+        run(["docker", "build", "--quiet", "--force-rm", "--build-arg", f"BASE_IMAGE={base}", "-t", tag,
+             "-t", f"{NODE_REPO}:latest", str(ctx)], timeout_s=900)
     finally:
         shutil.rmtree(ctx, ignore_errors=True)
     log(f"node image: built {tag}")
@@ -243,8 +243,9 @@ def build_hostbed(log: Log, repo: Path = REPO) -> str:
         return tag
     base = build_base(log, repo)
     log(f"test-bed host image: building {tag} on {base} (apt-get install docker.io openssh-server ...)")
-    run(["docker", "build", "--quiet", "--build-arg", f"BASE_IMAGE={base}", "-t", tag, str(repo / "images/hostbed")],
-        timeout_s=1800, hint="the build installs Debian packages: the Debian mirror must be reachable")
+    run(["docker", "build", "--quiet", "--force-rm", "--build-arg", f"BASE_IMAGE={base}", "-t", tag,
+         str(repo / "images/hostbed")], timeout_s=1800,
+        hint="the build installs Debian packages: the Debian mirror must be reachable")
     log(f"test-bed host image: built {tag}")
     return tag
 
@@ -318,8 +319,8 @@ def build_agent(log: Log, repo: Path = REPO) -> str:
             (ctx / path.relative_to(repo)).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(path, ctx / path.relative_to(repo))
         log(f"shaper agent image: building {tag} on {node}")
-        run(["docker", "build", "--quiet", "--build-arg", f"BASE_IMAGE={base}", "--build-arg", f"NODE_IMAGE={node}",
-             "-t", tag, str(ctx)], timeout_s=1800,
+        run(["docker", "build", "--quiet", "--force-rm", "--build-arg", f"BASE_IMAGE={base}",
+             "--build-arg", f"NODE_IMAGE={node}", "-t", tag, str(ctx)], timeout_s=1800,
             hint="the build installs Debian packages: the Debian mirror must be reachable from containers")
     finally:
         shutil.rmtree(ctx, ignore_errors=True)
