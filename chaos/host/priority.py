@@ -17,7 +17,7 @@ def realtime(priority: int) -> str | None:
     """SCHED_FIFO at `priority` for this process: 'fifo N', or None when refused."""
     try:
         os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
-    except PermissionError:
+    except OSError:  # EPERM without CAP_SYS_NICE or without a real-time budget in its cgroup
         return None
     return f"fifo {priority}"
 
@@ -32,6 +32,6 @@ def raise_niceness(pid: int, niceness: int) -> str:
     if autogroup.exists() and os.getsid(pid) == pid:  # its own session: the group is its alone
         try:
             autogroup.write_text(str(niceness))
-        except PermissionError:
-            return f"nice {niceness} (its autogroup not raised)"
+        except OSError as exc:  # EPERM without CAP_SYS_NICE; EAGAIN seen in a container of a nested engine
+            return f"nice {niceness} (its autogroup not raised: {exc.strerror or type(exc).__name__})"
     return f"nice {niceness}"

@@ -299,8 +299,8 @@ class DockerNet:
         """Say what the ended shapers of `nodes` could not send (their last counters), so that a duplicate or a
         held message that never went out is reported, not silently lost."""
         for node in sorted(nodes):
-            ns = self.namespaces.get(node) if self.multi_host else None
-            failures = shaper_control.send_failures(shaper_control.read_stats(self.cluster.run_dir, node, ns))
+            host = self.hosts[self.cluster.node(node).host] if self.multi_host else None
+            failures = shaper_control.send_failures(shaper_control.read_stats(self.cluster.run_dir, node, host))
             if failures:
                 self.log(f"shaper {node}: {failures}")
 

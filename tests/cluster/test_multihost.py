@@ -168,9 +168,9 @@ def test_link_and_process_faults_act_on_the_nodes_host_and_heal_after_a_killed_c
 
     with DockerNet(run, verify=False) as net:
         net.slow(100.0, links=[("n3", "n1")])  # host3 -> host1
-        wait_for(lambda: control.read_stats(run.run_dir, "n3", net.namespaces["n3"]).get("delayed", 0) >= 5, 15,
+        wait_for(lambda: control.read_stats(run.run_dir, "n3", net.hosts["host3"]).get("delayed", 0) >= 5, 15,
                  "n3's shaper on host3 delays what n3 sends n1")
-        stats = control.read_stats(run.run_dir, "n3", net.namespaces["n3"])
+        stats = control.read_stats(run.run_dir, "n3", net.hosts["host3"])
         assert stats["packets"] >= stats["delayed"] and stats.get("lost", 0) == 0, stats  # delay only
         net.kill("n2")  # docker kill on host2
         wait_for(lambda: "n2" not in run.client("n1").hears(), 20, "n1 stops hearing the killed n2")

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from chaos.host import priority
 
 
@@ -41,3 +43,20 @@ def test_realtime_is_sched_fifo():
             "print(os.sched_getscheduler(0) == os.SCHED_FIFO)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
     assert out[:2] == ["fifo 1", "True"], out
+
+
+def test_an_autogroup_that_refuses_leaves_the_niceness_raised_and_says_why(monkeypatch):
+    def refuse(self, *args, **kwargs):  # what /proc/PID/autogroup answered in a container of a nested engine
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    proc = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        if not Path(f"/proc/{proc.pid}/autogroup").exists():
+            pytest.skip("no autogroups on this kernel: nothing to refuse")
+        monkeypatch.setattr(Path, "write_text", refuse)
+        assert priority.raise_niceness(proc.pid, -4) == \
+            "nice -4 (its autogroup not raised: Resource temporarily unavailable)"
+        assert os.getpriority(os.PRIO_PROCESS, proc.pid) == -4
+    finally:
+        proc.kill()
+        proc.wait()

@@ -25,6 +25,7 @@ from typing import Any
 
 from chaos.host.ledger import Entry, Ledger, in_netns, process_start_ticks
 from chaos.host.netns import Netns
+from chaos.hosts.remote import RemoteHost
 from chaos.net import iptables
 from chaos.net.shaper import remote
 from chaos.net.shaper.spec import ShaperSpec
@@ -53,12 +54,12 @@ def stats_path(run_dir: Path, node: str) -> Path:
     return path.with_name(path.name + ".stats")
 
 
-def read_stats(run_dir: Path, node: str, ns: Netns | None = None) -> dict[str, Any]:
-    """The counters the node's shaper wrote last ({} when it wrote none); fetched from the node's host first
-    when `ns` is on another host. Raises `EnvironmentProblem`."""
+def read_stats(run_dir: Path, node: str, host: RemoteHost | None = None) -> dict[str, Any]:
+    """The counters the node's shaper wrote last ({} when it wrote none); fetched first from the node's `host`
+    when it runs on another host. Raises `EnvironmentProblem`."""
     path = stats_path(run_dir, node)
-    if ns is not None and ns.remote is not None:
-        remote.fetch_stats(ns.remote, run_dir, spec_path(run_dir, node))
+    if host is not None:
+        remote.fetch_stats(host, run_dir, spec_path(run_dir, node))
     try:
         return json.loads(path.read_text())
     except FileNotFoundError:
