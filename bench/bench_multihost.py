@@ -22,7 +22,7 @@ from pathlib import Path
 from chaos.cluster import images, lifecycle as cluster
 from chaos.hosts import bed, ship
 from chaos.hosts.inventory import Inventory
-from chaos.hosts.remote import connect_all
+from chaos.hosts.remote import closing, connect_all
 from chaos.net.docker import DockerNet
 
 HOSTS = 3
@@ -56,14 +56,10 @@ def _ship_row(inventory: Inventory) -> dict:
     started = time.monotonic()
     subprocess.run(["docker", "save", *wanted], stdout=subprocess.DEVNULL, check=True)
     save_s = time.monotonic() - started
-    hosts = connect_all(inventory.hosts)
-    try:
+    with closing(connect_all(inventory.hosts)) as hosts:
         started = time.monotonic()
         ship.ship(wanted, hosts)
         ship_s = time.monotonic() - started
-    finally:
-        for host in hosts.values():
-            host.close()
     return {"name": f"node + agent images onto {HOSTS} fresh hosts", "value": ship_s, "unit": "s",
             "baseline": save_s, "ratio": ship_s / save_s, "better": "lower",
             "note": "baseline: docker save of the same images; the loads run in parallel over SSH"}

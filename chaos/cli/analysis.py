@@ -135,6 +135,8 @@ def _epilog() -> str:
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
+    from pipeline.standalone import DEFAULT_CORES_PER_WORKER, DEFAULT_MEMORY_PER_WORKER
+
     p = add_verb(sub, "analyze", "analyse a run's history with Spark (report/summary.json and report.html)",
                  cmd_analyze, description="Analyse a run's history with Spark; write report/summary.json and "
                                           "report/report.html.", epilog=_epilog)
@@ -158,8 +160,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--workers", type=int, default=0, metavar="N",
                     help="start a standalone Spark cluster of N workers on 127.0.0.1 first and run on it "
                          "(see 'splitlab spark-cluster' for ports); 'spark down' stops both")
-    up.add_argument("--cores-per-worker", type=int, default=1, metavar="C", help="with --workers (default 1)")
-    up.add_argument("--memory-per-worker", default="1g", metavar="SIZE", help="with --workers (default 1g)")
+    up.add_argument("--cores-per-worker", type=int, default=DEFAULT_CORES_PER_WORKER, metavar="C",
+                    help=f"with --workers (default {DEFAULT_CORES_PER_WORKER})")
+    up.add_argument("--memory-per-worker", default=DEFAULT_MEMORY_PER_WORKER, metavar="SIZE",
+                    help=f"with --workers (default {DEFAULT_MEMORY_PER_WORKER})")
     up.add_argument("--timeout-s", type=float, default=120.0, metavar="S",
                     help="give up when it is not ready after S seconds (default 120)")
     add_verb(verbs, "down", "stop the service (and the Spark cluster 'spark up --workers' started)", cmd_spark_down,

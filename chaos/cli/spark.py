@@ -37,8 +37,8 @@ def state_dir() -> Path:
 def show_cluster(state: dict[str, Any]) -> None:
     answers = "" if state["master_answers"] else " (the master does not answer now)"
     print(f"{state['master_url']}: {state['workers_alive']} of {state['workers']} worker(s) alive{answers}, "
-              f"{state['cores']} cores ({state['cores_used']} in use), {state['memory_mb']} MiB for executors, "
-              f"web UI {state['webui_url']}")
+          f"{state['cores']} cores ({state['cores_used']} in use), {state['memory_mb']} MiB for executors, "
+          f"web UI {state['webui_url']}")
     apps = ", ".join(state["active_apps"]) or "none"
     print(f"applications: {apps}; {len(state['processes'])} processes; state and logs in {state['state_dir']}")
 
@@ -53,8 +53,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     print(url)  # the first line alone: URL=$(splitlab spark-cluster up | head -1)
     show_cluster(state)
     print(f"analyse a run on it:  splitlab analyze runs/<run-id> --master {url}\n"
-              f"keep a warm driver on it:  splitlab spark up --master {url}\n"
-              f"stop it:  splitlab spark-cluster down")
+          f"keep a warm driver on it:  splitlab spark up --master {url}\n"
+          f"stop it:  splitlab spark-cluster down")
     return 0
 
 
@@ -71,7 +71,7 @@ def cmd_down(args: argparse.Namespace) -> int:
         if stopped.get("service"):
             print(f"stopped the analysis service on {stopped['master_url']} (pid {stopped['service']['pid']})")
         print(f"stopped the Spark cluster {stopped.get('master_url') or ''} ({len(stopped['processes'])} "
-                  f"processes) and removed {where}")
+              f"processes) and removed {where}")
     return 0
 
 

@@ -37,7 +37,8 @@ def system_probe(argv: Sequence[str]) -> tuple[int, str]:
     return proc.returncode, proc.stdout
 
 
-def _first_line(text: str) -> str:
+def first_line(text: str) -> str:
+    """The first line of a command's output, stripped ("" for none)."""
     return text.strip().splitlines()[0] if text.strip() else ""
 
 
@@ -45,7 +46,7 @@ def check_docker(probe: Probe) -> Check:
     rc, out = probe(["docker", "version", "--format", "{{.Server.Version}}"])
     if rc == 0:
         return Check("Docker engine", True, f"server {out.strip()}")
-    return Check("Docker engine", False, _first_line(out) or "no answer",
+    return Check("Docker engine", False, first_line(out) or "no answer",
                  "install docker.io and start the daemon; check DOCKER_HOST")
 
 
@@ -72,8 +73,8 @@ def check_iptables_netns(probe: Probe) -> Check:
     rc, out = probe(["unshare", "--net", "iptables", "-w", "-A", "INPUT", "-p", "udp", "-j", "DROP"])
     if rc == 0:
         rc2, ver = probe(["iptables", "--version"])
-        return Check("iptables in a network namespace", True, _first_line(ver) if rc2 == 0 else "ok")
-    return Check("iptables in a network namespace", False, _first_line(out),
+        return Check("iptables in a network namespace", True, first_line(ver) if rc2 == 0 else "ok")
+    return Check("iptables in a network namespace", False, first_line(out),
                  "run as root; apt-get install iptables")
 
 
@@ -83,7 +84,7 @@ def check_netem(probe: Probe) -> Check:
     if rc == 0:
         return Check("sch_netem (tc netem)", True, "netem (through pyroute2) serves delay with jitter, "
                      "correlation and distribution, loss, duplication, reordering, corruption, rate", required=False)
-    return Check("sch_netem (tc netem)", False, _first_line(out) or "not available",
+    return Check("sch_netem (tc netem)", False, first_line(out) or "not available",
                  "not needed: the NFQUEUE shaper serves every link fault", required=False)
 
 
@@ -92,7 +93,7 @@ def check_nfqueue(probe: Probe, binding_error: str | None = None) -> Check:
     rc, out = probe(["unshare", "--net", "iptables", "-w", "-A", "OUTPUT", "-p", "udp", "-j", "NFQUEUE",
                      "--queue-num", "7", "--queue-bypass"])
     if rc != 0:
-        return Check("NFQUEUE", False, _first_line(out), "the kernel needs nfnetlink_queue / xt_NFQUEUE")
+        return Check("NFQUEUE", False, first_line(out), "the kernel needs nfnetlink_queue / xt_NFQUEUE")
     if binding_error:
         return Check("NFQUEUE", False, f"the kernel has NFQUEUE, but {binding_error}",
                      "pip install NetfilterQueue (needs libnetfilter-queue-dev and a C compiler)")
@@ -111,8 +112,8 @@ def nfqueue_binding_error() -> str | None:
 def check_java(probe: Probe) -> Check:
     rc, out = probe(["java", "-version"])
     if rc == 0:
-        return Check("Java for Spark", True, _first_line(out))
-    return Check("Java for Spark", False, _first_line(out) or "java not found",
+        return Check("Java for Spark", True, first_line(out))
+    return Check("Java for Spark", False, first_line(out) or "java not found",
                  "apt-get install default-jre-headless (make test installs it)")
 
 

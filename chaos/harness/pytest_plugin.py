@@ -151,20 +151,16 @@ def describe_cluster(cluster: Any, kept: bool) -> str:
     fate = "kept up (--splitlab-keep)" if kept else "removed at teardown"
     lines = [f"=== run {cluster.run_id}: {cluster.run_dir} (history in events/; {fate}; "
              f"splitlab down --run-id {cluster.run_id})"]
-    remotes = {}
-    if any(node.host for node in cluster.nodes):
-        from chaos.hosts.multi import container_log as remote_log
-        from chaos.hosts.remote import run_hosts
+    from chaos.hosts.multi import container_log as remote_log
+    from chaos.hosts.remote import closing, run_hosts
 
-        remotes = run_hosts(cluster.run_dir)
-    for node in cluster.nodes:
-        if node.host:
-            lines += _tail(node.name, f"container {node.container} on host {node.host}",
-                           remote_log(remotes[node.host], node.container, LOG_TAIL_LINES))
-        else:
-            lines += _tail(node.name, f"container {node.container}", container_log(node.container))
-    for remote in remotes.values():
-        remote.close()
+    with closing(run_hosts(cluster.run_dir)) as remotes:  # {} for a run on this machine
+        for node in cluster.nodes:
+            if node.host:
+                lines += _tail(node.name, f"container {node.container} on host {node.host}",
+                               remote_log(remotes[node.host], node.container, LOG_TAIL_LINES))
+            else:
+                lines += _tail(node.name, f"container {node.container}", container_log(node.container))
     return "\n".join(lines)
 
 

@@ -39,7 +39,7 @@ from chaos.harness.timeline import Timeline
 from chaos.cluster.naming import new_run_id
 from chaos.hosts.inventory import Inventory
 from chaos.hosts import multi
-from chaos.hosts.remote import run_hosts
+from chaos.hosts.remote import closing, run_hosts
 from chaos.net.base import Clock, Net
 from node.errors import EnvironmentProblem, UsageError
 
@@ -96,13 +96,9 @@ def _save_logs(cluster: clusters.Cluster) -> None:
     logs = cluster.run_dir / "logs"
     logs.mkdir(exist_ok=True)
     if any(node.host for node in cluster.nodes):
-        remotes = run_hosts(cluster.run_dir)
-        try:
+        with closing(run_hosts(cluster.run_dir)) as remotes:
             for node in cluster.nodes:
                 (logs / f"{node.name}.log").write_text(multi.container_log(remotes[node.host], node.container))
-        finally:
-            for remote in remotes.values():
-                remote.close()
         return
     client = clusters.docker_client()
     for node in cluster.nodes:

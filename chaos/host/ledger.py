@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from chaos.host.proc import run
-from chaos.hosts.remote import HOSTS_FILE, run_hosts
+from chaos.hosts.remote import HOSTS_FILE, closing, run_hosts
 from node.errors import CommandFailed, EnvironmentProblem, SplitlabError
 
 LEDGER_FILE = "ledger.jsonl"
@@ -226,7 +226,7 @@ class Ledger:
             for entry in entries:  # one namespace's entries (and all host-side ones) in order; namespaces in parallel
                 groups.setdefault((entry.host, entry.netns_ino), []).append(entry)
             failures: list[SplitlabError] = []
-            remotes = run_hosts(self.run_dir) if any(e.host for e in entries) else {}
+            remotes: dict[str, Any] = run_hosts(self.run_dir) if any(e.host for e in entries) else {}
 
             def runner_of(entry: Entry) -> Runner:
                 if not entry.host:
@@ -236,12 +236,8 @@ class Ledger:
                                              f"{self.run_dir / HOSTS_FILE} does not list")
                 return remotes[entry.host].run
 
-            try:
-                with ThreadPoolExecutor(max_workers=max(1, min(16, len(groups)))) as pool:
-                    results = list(pool.map(lambda es: _undo_all(list(reversed(es)), runner_of), groups.values()))
-            finally:
-                for remote in remotes.values():
-                    remote.close()
+            with closing(remotes), ThreadPoolExecutor(max_workers=max(1, min(16, len(groups)))) as pool:
+                results = list(pool.map(lambda es: _undo_all(list(reversed(es)), runner_of), groups.values()))
             lines = []
             for settled, errors in results:
                 failures += errors

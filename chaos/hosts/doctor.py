@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from chaos.cluster.doctor import MIN_FREE_DISK_BYTES, Check, Probe, check_docker, check_iptables_netns, check_nfqueue
+from pathlib import Path
+
+from chaos.cluster.doctor import Check, Probe, check_disk, check_docker, check_iptables_netns, check_nfqueue, first_line
 from chaos.hosts.inventory import Inventory
-from chaos.hosts.multi import REMOTE_RUNS
-from chaos.hosts.remote import RemoteHost, each
+from chaos.hosts.remote import RemoteHost, closing, each
 from node.errors import CommandFailed, EnvironmentProblem
 
 MAX_CLOCK_OFFSET_S = 0.05  # beyond this, events of different hosts may be ordered wrongly by more than a heartbeat
@@ -29,7 +30,7 @@ def check_ssh(host: RemoteHost) -> Check:
     try:
         who = host.run(["id", "-un"], root=False, timeout_s=20).stdout.strip()
     except (EnvironmentProblem, CommandFailed) as exc:
-        return Check("SSH", False, exc.message.splitlines()[0], "check address, user, key and sshd on the host")
+        return Check("SSH", False, first_line(exc.message), "check address, user, key and sshd on the host")
     return Check("SSH", True, f"{who}@{host.spec.address}:{host.spec.port}")
 
 
@@ -38,7 +39,7 @@ def check_root(host: RemoteHost, probe: Probe) -> Check:
     if rc == 0 and out.strip() == "0":
         how = "sudo -n" if host.command_line(["x"]).startswith("sudo") else "logged in as root"
         return Check("root (sudo)", True, how)
-    return Check("root (sudo)", False, out.strip().splitlines()[0] if out.strip() else "not root",
+    return Check("root (sudo)", False, first_line(out) or "not root",
                  "log in as root, or set 'sudo: true' with passwordless sudo for the user")
 
 
@@ -46,7 +47,7 @@ def check_vxlan(probe: Probe) -> Check:
     rc, out = probe(["unshare", "--net", "ip", "link", "add", "slcheck", "type", "vxlan", "id", "42", "dstport", "4789"])
     if rc == 0:
         return Check("VXLAN", True, "vxlan devices can be made (the data network across hosts)")
-    return Check("VXLAN", False, out.strip().splitlines()[0] if out.strip() else "failed",
+    return Check("VXLAN", False, first_line(out) or "failed",
                  "the kernel needs the vxlan module (modprobe vxlan); apt-get install iproute2")
 
 
@@ -55,7 +56,7 @@ def check_netem_tc(probe: Probe) -> Check:
                      "ip link add d0 type veth peer name d1 && tc qdisc add dev d0 root netem delay 1ms"])
     if rc == 0:
         return Check("sch_netem (tc netem)", True, "tc netem works in a namespace", required=False)
-    return Check("sch_netem (tc netem)", False, out.strip().splitlines()[0] if out.strip() else "not available",
+    return Check("sch_netem (tc netem)", False, first_line(out) or "not available",
                  "not needed for partitions; link faults then need NFQUEUE", required=False)
 
 
@@ -71,16 +72,16 @@ def check_clock(host: RemoteHost) -> Check:
                  "offset measured at up and stop, but drift in between is not", required=False)
 
 
-def check_disk(probe: Probe) -> Check:
+def check_remote_disk(probe: Probe) -> Check:
+    """Free disk under /var/lib, where the nodes' histories go (`multi.REMOTE_RUNS`), judged as the local doctor's."""
     rc, out = probe(["df", "-Pk", "/var/lib"])
     try:
         free_bytes = int(out.strip().splitlines()[-1].split()[3]) * 1024
     except (IndexError, ValueError):
+        rc = 1
+    if rc != 0:
         return Check("free disk", False, out.strip()[:200] or "df failed", "the host needs df (coreutils)")
-    gib = free_bytes / 1024**3
-    ok = rc == 0 and free_bytes >= MIN_FREE_DISK_BYTES
-    return Check("free disk", ok, f"{gib:.1f} GiB free at /var/lib (node histories go to {REMOTE_RUNS})",
-                 "" if ok else f"free at least {MIN_FREE_DISK_BYTES // 1024**3} GiB")
+    return check_disk(free_bytes, Path("/var/lib"))
 
 
 def check_host(host: RemoteHost) -> list[Check]:
@@ -90,14 +91,10 @@ def check_host(host: RemoteHost) -> list[Check]:
         return [ssh]
     probe = remote_probe(host)
     return [ssh, check_root(host, probe), check_docker(probe), check_iptables_netns(probe), check_vxlan(probe),
-            check_netem_tc(probe), check_nfqueue(probe), check_clock(host), check_disk(probe)]
+            check_netem_tc(probe), check_nfqueue(probe), check_clock(host), check_remote_disk(probe)]
 
 
 def check_inventory(inventory: Inventory) -> dict[str, list[Check]]:
     """Every host's checks, hosts in parallel."""
-    hosts = {s.name: RemoteHost(s) for s in inventory.hosts}
-    try:
+    with closing({s.name: RemoteHost(s) for s in inventory.hosts}) as hosts:
         return each(hosts, check_host)
-    finally:
-        for h in hosts.values():
-            h.close()

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -24,7 +23,7 @@ from chaos.cluster.naming import LABEL_NODE, LABEL_RUN, container_name
 from chaos.host.netns import Netns
 from chaos.hosts import datanet, ship
 from chaos.hosts.inventory import HostSpec, Inventory, place, placement_text
-from chaos.hosts.remote import HOSTS_FILE, RemoteHost, connect_all, each, run_hosts
+from chaos.hosts.remote import HOSTS_FILE, RemoteHost, closing, connect_all, each, run_hosts
 from node.config import CONTROL_PORT, DATA_PORT
 from node.errors import EnvironmentProblem, SplitlabError, UsageError
 
@@ -118,42 +117,39 @@ def up(inventory: Inventory, names: list[str], run_id: str, run_dir: Path, token
     where = place(names, inventory.names, placement)
     used = [h for h in inventory.hosts if h.name in set(where.values())]
     p = datanet.plan(run_id, [h.name for h in used], names)
-    hosts = connect_all(used)
-    state: dict[str, Any] = {"run_id": run_id, "inventory": {"hosts": [dict(vars(h)) for h in used]},
-                             "placement": where, "plan": p.as_dict(), "remote_dir": remote_dir(run_id), "up": True,
-                             "image": image, "agent_image": agent_image,
-                             "offsets_s": {}}
-    _write_state(run_dir, state)
     if find(run_id) is not None:
         raise UsageError(f"multi-host run {run_id} is up already", hint="choose another run id")
-    registry().mkdir(parents=True, exist_ok=True)
-    (registry() / run_id).unlink(missing_ok=True)  # a link left by a run whose directory went
-    (registry() / run_id).symlink_to(Path(run_dir).resolve())
-    try:
-        offsets = each(hosts, lambda h: h.clock_offset_s())
-        state["offsets_s"]["up"] = {n: o for n, (o, _) in offsets.items()}
-        state["rtt_s"] = {n: r for n, (_, r) in offsets.items()}
+    state: dict[str, Any] = {"run_id": run_id, "inventory": {"hosts": [dict(vars(h)) for h in used]},
+                             "placement": where, "plan": p.as_dict(), "remote_dir": remote_dir(run_id), "up": True,
+                             "image": image, "agent_image": agent_image, "offsets_s": {}}
+    with closing(connect_all(used)) as hosts:
         _write_state(run_dir, state)
-        ship.ship([image, agent_image], hosts, log)
-        log(f"run {run_id}: data network {p.subnet} over {len(used)} host(s) (VXLAN id {p.vni})")
-        each(hosts, lambda h: h.run_line(h.command_line(["sh", "-s"]), input_text=datanet.create_script(
-            p, h.name, h.spec.vxlan_address, [o.vxlan_address for o in used if o.name != h.name]), timeout_s=60))
-        each(hosts, lambda h: h.run_line(h.command_line(["sh", "-s"]), input_text=_start_script(
-            run_id, [n for n in names if where[n] == h.name], names, p, image, token, h.spec.address, run_dir,
-            h.name, node_env or {}), timeout_s=300))
-        cluster = Cluster(run_id, run_dir, token, _node_infos(run_id, hosts, p))
-        wait(cluster)
-    except BaseException:
-        log(f"run {run_id}: start failed, removing it from every host (the histories so far go to {run_dir})")
+        registry().mkdir(parents=True, exist_ok=True)
+        (registry() / run_id).unlink(missing_ok=True)  # a link left by a run whose directory went
+        (registry() / run_id).symlink_to(Path(run_dir).resolve())
         try:
-            _stop_and_collect(run_dir, hosts, run_id)
-        except SplitlabError as exc:
-            log(f"run {run_id}: histories not collected: {exc.message}")
-        _remove(run_dir, hosts)
-        raise
-    finally:
-        for h in hosts.values():
-            h.close()
+            offsets = each(hosts, lambda h: h.clock_offset_s())
+            state["offsets_s"]["up"] = {n: o for n, (o, _) in offsets.items()}
+            state["rtt_s"] = {n: r for n, (_, r) in offsets.items()}
+            _write_state(run_dir, state)
+            ship.ship([image, agent_image], hosts, log)
+            log(f"run {run_id}: data network {p.subnet} over {len(used)} host(s) (VXLAN id {p.vni})")
+            each(hosts, lambda h: h.run_script(datanet.create_script(
+                p, h.name, h.spec.vxlan_address, [o.vxlan_address for o in used if o.name != h.name]), timeout_s=60,
+                what="create the data network"))
+            each(hosts, lambda h: h.run_script(_start_script(
+                run_id, [n for n in names if where[n] == h.name], names, p, image, token, h.spec.address, run_dir,
+                h.name, node_env or {}), timeout_s=300, what="start the nodes"))
+            cluster = Cluster(run_id, run_dir, token, _node_infos(run_id, hosts, p))
+            wait(cluster)
+        except BaseException:
+            log(f"run {run_id}: start failed, removing it from every host (the histories so far go to {run_dir})")
+            try:
+                _stop_and_collect(run_dir, hosts, run_id)
+            except SplitlabError as exc:
+                log(f"run {run_id}: histories not collected: {exc.message}")
+            _remove(run_dir, hosts)
+            raise
     return cluster
 
 
@@ -171,12 +167,8 @@ def load(run_dir: Path) -> Cluster:
     state = read_state(run_dir)
     if not state.get("up"):
         raise UsageError(f"run {state['run_id']} is down")
-    hosts = run_hosts(run_dir)
-    try:
+    with closing(run_hosts(run_dir)) as hosts:
         nodes = _node_infos(state["run_id"], hosts, datanet.Plan.from_dict(state["plan"]))
-    finally:
-        for h in hosts.values():
-            h.close()
     token = (Path(run_dir) / "token").read_text().strip()
     return Cluster(state["run_id"], Path(run_dir), token, nodes)
 
@@ -246,12 +238,8 @@ def _stop_and_collect(run_dir: Path, hosts: Mapping[str, RemoteHost], run_id: st
 def stop(run_dir: Path, log: Log) -> None:
     """Stop the run's containers on every host and collect their histories (the containers stay for `down`)."""
     run_id = read_state(run_dir)["run_id"]
-    hosts = run_hosts(run_dir)
-    try:
+    with closing(run_hosts(run_dir)) as hosts:
         files = _stop_and_collect(run_dir, hosts, run_id)
-    finally:
-        for h in hosts.values():
-            h.close()
     log(f"run {run_id}: stopped on {len(hosts)} host(s), {files} histories collected")
 
 
@@ -259,21 +247,17 @@ def down(run_dir: Path, log: Log) -> None:
     """Stop the nodes and collect their histories (a host that cannot be read keeps its run: nothing is
     lost), then remove the run's containers, VXLAN devices, networks and directories from every host."""
     state = read_state(run_dir)
-    hosts = run_hosts(run_dir)
-    try:
+    with closing(run_hosts(run_dir)) as hosts:
         if state.get("up"):
             _stop_and_collect(run_dir, hosts, state["run_id"])
         _remove(run_dir, hosts)
-    finally:
-        for h in hosts.values():
-            h.close()
     log(f"run {state['run_id']}: removed from {', '.join(hosts)}")
 
 
 def _remove(run_dir: Path, hosts: Mapping[str, RemoteHost]) -> None:
     state = read_state(run_dir)
     p = datanet.Plan.from_dict(state["plan"])
-    each(hosts, lambda h: h.run_line(h.command_line(["sh", "-s"]), input_text=datanet.remove_script(p), timeout_s=180))
+    each(hosts, lambda h: h.run_script(datanet.remove_script(p), timeout_s=180, what="remove the run"))
     each(hosts, lambda h: h.run(["rm", "-rf", state["remote_dir"]], timeout_s=60))
     state["up"] = False
     _write_state(run_dir, state)

@@ -18,7 +18,8 @@ import threading
 import time
 from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
-from typing import IO, Callable, Mapping, Sequence, TypeVar
+from contextlib import contextmanager
+from typing import IO, Callable, Iterator, Mapping, Sequence, TypeVar
 
 import fabric
 import paramiko
@@ -28,6 +29,7 @@ from node.errors import CommandFailed, EnvironmentProblem, SplitlabError
 
 CONNECT_TIMEOUT_S = 10
 T = TypeVar("T")
+H = TypeVar("H", bound=Mapping[str, "RemoteHost"])
 CHUNK_BYTES = 1 << 20
 
 
@@ -133,6 +135,12 @@ class RemoteHost:
             raise CommandFailed(shown, code, text, hint=hint)
         return subprocess.CompletedProcess(shown, code, text)
 
+    def run_script(self, script: str, *, timeout_s: float = 120, what: str = "a script") -> \
+            subprocess.CompletedProcess[str]:
+        """Run a POSIX shell `script` on the host as root (`sh -s`, fed on stdin). Raises as `run`; a failure
+        names `what`."""
+        return self.run_line(self.command_line(["sh", "-s"]), input_text=script, timeout_s=timeout_s, argv=[what])
+
     def clock_offset_s(self, samples: int = 7) -> tuple[float, float]:
         """(offset of the host's clock from ours in s, round trip in s), from the sample with the shortest round
         trip, the host's time taken as read at its middle. One shell on the host answers every sample (a new
@@ -163,6 +171,16 @@ class RemoteHost:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+
+
+@contextmanager
+def closing(hosts: H) -> Iterator[H]:
+    """`hosts` (name -> `RemoteHost`), every connection closed on leaving."""
+    try:
+        yield hosts
+    finally:
+        for host in hosts.values():
+            host.close()
 
 
 def each(hosts: Mapping[str, RemoteHost], fn: Callable[[RemoteHost], T]) -> dict[str, T]:

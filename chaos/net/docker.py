@@ -51,7 +51,7 @@ from chaos.host.history import ControllerHistory
 from chaos.host.ledger import Entry, Ledger, namespace_gone
 from chaos.host.netns import Netns
 from chaos.host.proc import run
-from chaos.hosts.remote import RemoteHost, run_hosts
+from chaos.hosts.remote import RemoteHost, closing, run_hosts
 from chaos.net.shaper import control as shaper_control
 from chaos.net import netem, statloss
 from chaos.faults.msgrules import MsgRule
@@ -523,11 +523,8 @@ class DockerNet:
         return count
 
     def close(self) -> None:
-        try:
+        with closing(self._hosts or {}):
             self.heal_all()
-        finally:
-            for host in (self._hosts or {}).values():
-                host.close()
 
     def __enter__(self) -> "DockerNet":
         return self

@@ -130,8 +130,8 @@ def _restore_on_host(jobs: Sequence[tuple[Netns, str]]) -> None:
                   'pids="$pids $!"']
     lines += ["for p in $pids; do wait $p || fail=1; done", "exit $fail"]
     host = jobs[0][0].remote
-    host.run_line(host.command_line(["sh", "-s"]), input_text="\n".join(lines) + "\n", timeout_s=RESTORE_TIMEOUT_S,
-                  argv=[f"iptables-restore in {len(jobs)} namespace(s)"])
+    host.run_script("\n".join(lines) + "\n", timeout_s=RESTORE_TIMEOUT_S,
+                    what=f"iptables-restore in {len(jobs)} namespace(s)")
 
 
 def remove(ledger: Ledger, kind: ChainKind, run_id: str, node: str | None = None) -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import dataclasses
+import functools
 import json
 import re
 import signal
@@ -21,6 +22,7 @@ import statistics
 import sys
 import time
 
+import cluster_wait
 import docker
 import pytest
 
@@ -96,16 +98,7 @@ def endpoints(run) -> dict[str, probe.Endpoint]:
     return {n.name: probe.Endpoint(n.name, n.pid, n.data_ip) for n in run.nodes}
 
 
-def wait_for(predicate, timeout_s=15.0, what="condition"):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            if predicate():
-                return
-        except EnvironmentProblem:
-            pass  # a node restarting: its control API answers again shortly
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
+wait_for = functools.partial(cluster_wait.wait_for, while_restarting=True)  # nodes restart in these tests
 
 
 def test_loss_is_within_2_points_of_the_asked_over_5000_probes(run, net, backend):

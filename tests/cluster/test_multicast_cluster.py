@@ -10,6 +10,7 @@ import json
 import time
 
 import pytest
+from cluster_wait import wait_for
 
 from chaos.cluster import lifecycle as cluster
 
@@ -34,11 +35,6 @@ def views(run) -> dict[str, tuple]:
     return out
 
 
-def wait_for(predicate, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, f"{what} within {timeout_s:g} s"
-        time.sleep(0.25)
 
 
 def one_view_of_all(run) -> bool:

@@ -12,10 +12,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from cluster_wait import wait_for
 
 from chaos.cluster import lifecycle
 from chaos.hosts import bed, multi
@@ -40,11 +40,6 @@ def bed_inventory(tmp_path_factory: pytest.TempPathFactory) -> Inventory:
         bed.down(bed_dir)
 
 
-def wait_for(predicate, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out: {what}"
-        time.sleep(0.25)
 
 
 def on_hosts(inventory: Inventory, script: str) -> dict[str, str]:

@@ -10,6 +10,7 @@ import time
 
 import docker
 import pytest
+from cluster_wait import wait_for
 
 from chaos.cluster import lifecycle as cluster, images
 
@@ -20,11 +21,6 @@ pytestmark = pytest.mark.splitlab_cluster
 SETTLE_S = 2.5  # more than the nodes' 1.5 s silence threshold
 
 
-def wait_for(predicate, timeout_s=15.0, what="condition"):
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
 
 
 def labelled(run_id):

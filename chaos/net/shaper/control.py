@@ -147,10 +147,9 @@ def ensure(ledger: Ledger, ns: Netns, spec: ShaperSpec) -> None:
     Raises `EnvironmentProblem` when the shaper does not start or reload, `CommandFailed` when iptables refuses.
     """
     path = spec_path(ledger.run_dir, ns.node)
-    entry = running(ledger, ns) if ns.remote is None else None
     if ns.remote is not None:
         remote.ensure(ledger, ns, spec, path)
-    elif entry is None:
+    elif (entry := running(ledger, ns)) is None:
         spec.write(path)
         _start(ledger, ns, path)
     else:

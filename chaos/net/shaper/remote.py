@@ -95,8 +95,8 @@ def ensure(ledger: Ledger, ns: Netns, spec: ShaperSpec, local_path: Path) -> Non
         f"echo \"it does not run generation {spec.generation}; its last output:\"",
         f"docker logs --tail 30 {q(name)} 2>&1; exit 4"])
     try:
-        host.run_line(host.command_line(["sh", "-s"]), input_text=script + "\n", timeout_s=START_TIMEOUT_S + 30,
-                      argv=[f"shaper for {ns.node} (generation {spec.generation})"])
+        host.run_script(script + "\n", timeout_s=START_TIMEOUT_S + 30,
+                        what=f"shaper for {ns.node} (generation {spec.generation})")
     except CommandFailed as exc:
         raise EnvironmentProblem(f"the shaper for {ns.node} on host {ns.host} (container {name}): "
                                  f"{exc.output.strip()[-1500:]}",
