@@ -84,8 +84,7 @@ def _hosts_of(args: argparse.Namespace) -> tuple[Any, str | None] | None:
 
 
 def _hosts_flags(p: argparse.ArgumentParser) -> None:
-    inventory_flag(p, "run the nodes over the hosts of this inventory (every fault works across hosts but "
-                      "inject, replay and capture, which need this machine's sockets)")
+    inventory_flag(p, "run the nodes over the hosts of this inventory (every fault works across hosts)")
     p.add_argument("--placement", metavar="SPEC",
                    help="with --inventory: 'round-robin' (default) or 'n1,n2@hosta;n3@hostb'")
 

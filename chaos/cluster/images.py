@@ -47,12 +47,16 @@ NODE_REPO = "splitlab-node"
 BASE_REPO = "splitlab-base"
 HOSTBED_REPO = "splitlab-hostbed"
 AGENT_REPO = "splitlab-agent"
-# What the shaper process imports from this repository besides `node` (tests/unit/test_agent_image.py checks
-# it against a fresh interpreter): the agent image carries these and nothing else of the controller.
+# The agent's processes (the shaper, the wire agent) and what they import from this repository besides `node`
+# (tests/unit/test_agent_image.py checks it against a fresh interpreter): the agent image carries these and
+# nothing else of the controller.
+AGENT_ENTRIES = ("chaos.net.shaper.__main__", "chaos.wire.agent")
 AGENT_MODULES = ("chaos/__init__.py", "chaos/faults/__init__.py", "chaos/faults/grudge.py",
-                 "chaos/faults/msgrules.py", "chaos/host/__init__.py", "chaos/host/priority.py",
-                 "chaos/net/__init__.py", "chaos/net/shaper", "chaos/wire/__init__.py", "chaos/wire/dissect.py")
-# What it imports lazily: the scapy dissector, once a message rule exists.
+                 "chaos/faults/msgrules.py", "chaos/host/__init__.py", "chaos/host/netns.py", "chaos/host/priority.py",
+                 "chaos/host/proc.py", "chaos/net/__init__.py", "chaos/net/shaper", "chaos/wire/__init__.py",
+                 "chaos/wire/agent.py", "chaos/wire/capture.py", "chaos/wire/dissect.py", "chaos/wire/inject.py",
+                 "chaos/wire/probe.py")
+# What they import lazily: the scapy dissector, once a message rule exists.
 AGENT_LAZY_IMPORTS = ("chaos.wire.dissect",)
 
 Log = Callable[[str], None]

@@ -10,7 +10,8 @@ created in.
 
 A node of a multi-host run lives on another host: its `Netns` carries that host's runner (`remote`, a
 `chaos.hosts.remote.RemoteHost`), and commands enter the namespace there, over SSH. Sockets cannot be made
-there from this process: probes, injection and capture stay with nodes on this machine.
+there from this process: injection and capture go through the wire agent there (chaos.wire.remote), probes
+stay with nodes on this machine. `socket_in(None, ...)` is the agent's own namespace.
 """
 from __future__ import annotations
 
@@ -67,8 +68,8 @@ class Netns:
         """A socket created inside this namespace. Raises `EnvironmentProblem` when setns(2) fails or the
         namespace is on another host."""
         if self.remote is not None:
-            raise EnvironmentProblem(f"node {self.node} runs on host {self.host}: probes, injection and capture "
-                                     f"reach only nodes on this machine")
+            raise EnvironmentProblem(f"node {self.node} runs on host {self.host}: sockets of this process "
+                                     f"reach only namespaces on this machine")
         return socket_in(self.pid, family, type_, proto)
 
 
@@ -84,11 +85,15 @@ def _setns(fd: int) -> None:
                                  hint="the controller must run as root on the Docker host")
 
 
-def socket_in(pid: int, family: int, type_: int, proto: int = 0) -> socket.socket:
+def socket_in(pid: int | None, family: int, type_: int, proto: int = 0) -> socket.socket:
     """A socket created in the network namespace of `pid`; the calling thread returns to its own namespace.
+    `pid` None: this process's own namespace (an agent started inside the node's namespace, which has no right
+    to setns(2)).
 
     Python 3.11 has no os.setns, hence ctypes. Raises `EnvironmentProblem`.
     """
+    if pid is None:
+        return socket.socket(family, type_, proto)
     with _setns_lock:
         try:
             own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)

@@ -10,6 +10,7 @@ with stdout and stderr combined, stdin written and shut, and the exit status rea
 """
 from __future__ import annotations
 
+import base64
 import json
 import shlex
 import socket
@@ -140,6 +141,11 @@ class RemoteHost:
         """Run a POSIX shell `script` on the host as root (`sh -s`, fed on stdin). Raises as `run`; a failure
         names `what`."""
         return self.run_line(self.command_line(["sh", "-s"]), input_text=script, timeout_s=timeout_s, argv=[what])
+
+    def read_bytes(self, path: str, timeout_s: float = 300) -> bytes:
+        """The bytes of the file `path` on the host, read as root (base64 on the command's text channel).
+        Raises as `run`."""
+        return base64.b64decode(self.run(["base64", "-w0", path], timeout_s=timeout_s).stdout.strip())
 
     def clock_offset_s(self, samples: int = 7) -> tuple[float, float]:
         """(offset of the host's clock from ours in s, round trip in s), from the sample with the shortest round

@@ -23,8 +23,9 @@ RNGs, random topologies).
 
 On a multi-host run every verb acts on the node's host, over SSH: rules through iptables there, the shaper as a
 container of the agent image in the node's namespace (chaos.net.shaper.remote), docker pause/kill/start by
-that host's engine; the ledger entries name the host. What needs a socket of this process (probes, so no
-`effective_ts`; injection, replay, capture) stays on one machine.
+that host's engine, injection, replay and capture by the wire agent there (chaos.wire.remote); the ledger
+entries name the host. Probes need a socket of this process in the namespace: a multi-host fault has no
+`effective_ts`.
 
 Used as a context manager, `Net` heals everything on exit.
 """
@@ -57,6 +58,7 @@ from chaos.net import netem, statloss
 from chaos.faults.msgrules import MsgRule
 from chaos.net.shaper.spec import ShaperSpec, derive_seed
 from chaos.cluster.client import NodeClient
+from chaos.cluster.model import NodeInfo
 from node.errors import EnvironmentProblem, UsageError
 from node.wire import cluster_id_of
 
@@ -176,16 +178,6 @@ class DockerNet:
     @property
     def multi_host(self) -> bool:
         return any(n.host for n in self.cluster.nodes)
-
-    def _on_this_machine(self, what: str) -> None:
-        """Refuse `what` on a multi-host run: it acts through sockets of this process (probes, forged packets,
-        capture), which reach only namespaces on this machine."""
-        if self.multi_host:
-            remote = sorted({n.host for n in self.cluster.nodes if n.host})
-            raise EnvironmentProblem(f"{what} is not available on a multi-host run (nodes on {', '.join(remote)}): "
-                                     f"it sends or reads packets through sockets of this process",
-                                     hint="partitions, link faults, message faults, pause, kill and restart work "
-                                          "across hosts; run this fault on a cluster on one machine")
 
     def _caps(self) -> dict[str, tuple[bool, str]]:
         """The link-fault backends of where the nodes run."""
@@ -403,17 +395,19 @@ class DockerNet:
     def inject(self, src: str, dst: str, messages: list[Any] | bytes, count: int = 1) -> str:
         """Send a forged datagram (scapy bodies, or ready bytes) `count` times from inside `src`'s namespace,
         with `src`'s real data address and port, to `dst`. Returns the fault id (an instant: no fault_end)."""
-        self._on_this_machine("inject")
         from chaos.wire import inject as injection
 
         grudges.check_matrix({(src, dst): LinkFault()}, self.nodes)
+        if not 1 <= count <= injection.MAX_COUNT:
+            raise UsageError(f"count must be within 1..{injection.MAX_COUNT}, got {count}")
         payload = messages if isinstance(messages, bytes) else injection.forge(self.run_id, src, messages)
-        endpoints = self._endpoints()
-        sent = injection.inject(endpoints[src], endpoints[dst], payload, count=count)
+        sender, receiver = self.cluster.node(src), self.cluster.node(dst)
+        sent = self._send(sender, [injection.packet(sender.data_ip, receiver.data_ip, payload)] * count)
         applied_ts = time.time()
         described = "raw bytes" if isinstance(messages, bytes) else \
             ", ".join(f"{m.name}({', '.join(f'{k}={v}' for k, v in m.fields.items())})" for m in messages)
-        self.log(f"inject {src}->{dst}: {sent} x {described} (raw socket in {src}'s namespace)")
+        where = f"the agent in {src}'s namespace on {sender.host}" if sender.host else f"raw socket in {src}'s namespace"
+        self.log(f"inject {src}->{dst}: {sent} x {described} ({where})")
         fault_id = f"inject-{uuid.uuid4().hex[:8]}"
         self.history.emit("fault_start", fault_id=fault_id, kind="inject",
                           detail={"from": src, "to": dst, "count": sent, "messages": described,
@@ -422,17 +416,31 @@ class DockerNet:
 
     def replay(self, packets: list[bytes]) -> int:
         """Send captured IPv4 packets again from their original senders' namespaces."""
-        self._on_this_machine("replay")
         from chaos.wire import inject as injection
 
-        sent = injection.replay(self._endpoints(), packets)
+        by_ip = {n.data_ip: n for n in self.cluster.nodes}
+        sent = sum(self._send(by_ip[ip], group) for ip, group in injection.by_sender(by_ip, packets).items())
         self.history.emit("fault_start", fault_id=f"inject-{uuid.uuid4().hex[:8]}", kind="inject",
                           detail={"replayed": sent}, applied_ts=time.time(), effective_ts=None)
         return sent
 
+    def _send(self, node: NodeInfo, packets: list[bytes]) -> int:
+        """Send whole IPv4 packets from `node`'s namespace: a raw socket of this process, or on another host the
+        wire agent there (chaos.wire.remote)."""
+        from chaos.wire import inject as injection, remote as remote_wire
+
+        if node.host:
+            return remote_wire.send(self.hosts[node.host], self.run_dir, self.run_id, node, packets)
+        return injection.send(self._endpoints()[node.name], packets)
+
     def capture(self, path: Path) -> Any:
-        """A `chaos.wire.capture.Capture` of every node's received data traffic into the pcap `path` (not started)."""
-        self._on_this_machine("capture")
+        """A capture (not started) of every node's received data traffic into the pcap `path`: a
+        `chaos.wire.capture.Capture` through sockets of this process, or on a multi-host run a
+        `chaos.wire.remote.RemoteCapture` of the wire agents on the nodes' hosts."""
+        if self.multi_host:
+            from chaos.wire.remote import RemoteCapture
+
+            return RemoteCapture(self.ledger, self.hosts, self.run_id, self.cluster.nodes, path)
         from chaos.wire.capture import Capture
 
         return Capture(self._endpoints(), path)

@@ -5,7 +5,8 @@
 appears once, as its receiver got it (after faults); a background thread writes them with `pcap_writer`, a
 classic pcap of raw IPv4 packets (LINKTYPE_RAW) that tcpdump, Wireshark and scapy read. `read_pcap` reads any
 pcap or pcapng scapy reads (tcpdump's on eth0, on `any` (Linux cooked SLL/SLL2), raw IP) and keeps the IPv4
-packets; replay them with `chaos.wire.inject.replay`.
+packets; `DockerNet.replay` sends them again. `write_pcap` writes packets with their own timestamps (a capture
+merged from many hosts, chaos.wire.remote).
 """
 from __future__ import annotations
 
@@ -37,6 +38,18 @@ def pcap_writer(path: Path) -> PcapWriter:
     writer = PcapWriter(str(path), linktype=LINKTYPE_RAW)
     writer.write_header(None)
     return writer
+
+
+def write_pcap(path: Path, packets: list[tuple[float, bytes]]) -> None:
+    """Write (timestamp_s, IPv4 packet) pairs into the pcap `path` as `pcap_writer` does, each with its own
+    timestamp (merged captures keep the times their packets were received)."""
+    writer = pcap_writer(path)
+    try:
+        for ts, pkt in packets:
+            sec = int(ts)
+            writer.write_packet(pkt, sec=sec, usec=min(999_999, int(round((ts - sec) * 1e6))))
+    finally:
+        writer.close()
 
 
 @dataclass

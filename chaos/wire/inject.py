@@ -4,8 +4,8 @@ address (and port) is the sender's real one.
 `forge` builds the bytes of a datagram with scapy (chaos.wire.dissect), e.g. a stale `UnicastAck` with a chosen
 seqno and conn_id; `send` puts IPv4/UDP packets on a raw socket opened in the sender's namespace. The raw
 socket's packets carry the shaper's bypass mark: injected packets skip the sender's link faults (they are the
-fault), but a partition on the receiver still drops them, as it would the real sender's. `replay` sends
-captured packets again from their original sender.
+fault), but a partition on the receiver still drops them, as it would the real sender's. `by_sender` groups
+captured packets by their original sender, to send them again from there.
 
 A raw socket (IP_HDRINCL) does not fragment: a packet larger than the link MTU is split here into IPv4
 fragments (`fragment`), which the receiver's kernel reassembles. `Injector` keeps one raw socket per sending
@@ -138,7 +138,7 @@ class Injector:
 
     def packet(self, src: str, dst: str, payload: bytes) -> bytes:
         """The IPv4/UDP packet carrying `payload` from `src`'s data address and port to `dst`'s."""
-        return ipv4.build(self._endpoint(src).ip, self._endpoint(dst).ip, self.port, self.port, payload)
+        return packet(self._endpoint(src).ip, self._endpoint(dst).ip, payload, self.port, self.port)
 
     def _sock(self, via: str) -> socket.socket:
         sock = self._socks.get(via)
@@ -171,22 +171,31 @@ class Injector:
         self.close()
 
 
+MAX_COUNT = 100_000  # copies of one injected datagram
+
+
+def packet(src_ip: str, dst_ip: str, payload: bytes, sport: int = wire.DATA_PORT, dport: int = wire.DATA_PORT) -> bytes:
+    """The IPv4/UDP packet carrying `payload` from `src_ip`:`sport` to `dst_ip`:`dport`."""
+    return ipv4.build(src_ip, dst_ip, sport, dport, payload)
+
+
 def inject(src: Endpoint, dst: Endpoint, payload: bytes, count: int = 1, sport: int = wire.DATA_PORT,
            dport: int = wire.DATA_PORT) -> int:
     """Send `payload` `count` times as UDP from src's data address and port (`sport`) to dst's (`dport`)."""
-    if not 1 <= count <= 100_000:
-        raise UsageError(f"count must be within 1..100000, got {count}")
-    pkt = ipv4.build(src.ip, dst.ip, sport, dport, payload)
-    return send(src, [pkt] * count)
+    if not 1 <= count <= MAX_COUNT:
+        raise UsageError(f"count must be within 1..{MAX_COUNT}, got {count}")
+    return send(src, [packet(src.ip, dst.ip, payload, sport, dport)] * count)
 
 
-def replay(endpoints: dict[str, Endpoint], packets: Iterable[bytes]) -> int:
-    """Send captured IPv4 packets again, each from the namespace of the node whose data address sent it."""
-    by_ip = {ep.ip: ep for ep in endpoints.values()}
+def by_sender(senders: Iterable[str], packets: Iterable[bytes]) -> dict[str, list[bytes]]:
+    """Captured IPv4 packets grouped by their source address, each one of `senders` (data addresses), in order.
+    Raises `UsageError` for a packet that is not IPv4/UDP from one of them."""
+    known = set(senders)
     groups: dict[str, list[bytes]] = {}
     for pkt in packets:
         parsed = ipv4.parse(pkt)
-        if parsed is None or parsed.src not in by_ip:
+        if parsed is None or parsed.src not in known:
             raise UsageError("a replayed packet must be IPv4/UDP from a node of this run")
         groups.setdefault(parsed.src, []).append(pkt)
-    return sum(send(by_ip[ip], pkts) for ip, pkts in groups.items())
+    return groups
+

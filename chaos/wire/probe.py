@@ -38,10 +38,10 @@ _ANCILLARY_BYTES = socket.CMSG_SPACE(_TIMESPEC.size)
 
 @dataclass(frozen=True)
 class Endpoint:
-    """A node's data address inside its namespace (entered through `pid`)."""
+    """A node's data address inside its namespace (entered through `pid`; None: this process's own)."""
 
     node: str
-    pid: int
+    pid: int | None
     ip: str
 
 

@@ -1,6 +1,6 @@
-"""The shaper agent image (chaos.cluster.images.AGENT_MODULES) carries every module of this repository the
-shaper process imports, apart from the node package the node image has; a new import in the shaper that the
-list misses fails here instead of on a remote host."""
+"""The agent image (chaos.cluster.images.AGENT_MODULES) carries every module of this repository its processes
+(the shaper, the wire agent) import, apart from the node package the node image has; a new import that the list
+misses fails here instead of on a remote host."""
 from __future__ import annotations
 
 import json
@@ -12,13 +12,13 @@ from chaos.cluster import images
 
 REPO = Path(__file__).resolve().parents[2]
 LOADED = ("import importlib, json, sys\n"
-          "import chaos.net.shaper.__main__\n"
+          f"for name in {images.AGENT_ENTRIES!r}: importlib.import_module(name)\n"
           f"for name in {images.AGENT_LAZY_IMPORTS!r}: importlib.import_module(name)\n"
           "print(json.dumps(sorted(getattr(m, '__file__', None) or '' for n, m in sys.modules.items()\n"
           "                        if n == 'chaos' or n.startswith('chaos.'))))\n")
 
 
-def test_the_agent_image_carries_every_chaos_module_the_shaper_imports():
+def test_the_agent_image_carries_every_chaos_module_its_processes_import():
     out = subprocess.run([sys.executable, "-c", LOADED], cwd=REPO, capture_output=True, text=True, check=True)
     loaded = {Path(f).resolve() for f in json.loads(out.stdout) if f}
     shipped = {p.resolve() for p in images._agent_files(REPO)}

@@ -125,3 +125,11 @@ def test_tcpdump_reads_our_pcap_and_we_read_the_pcap_tcpdump_writes(tmp_path):
                                timeout=30)
     assert rewritten.returncode == 0, rewritten.stderr
     assert [pkt for _, pkt in capture.read_pcap(theirs)] == PACKETS
+
+
+def test_write_pcap_keeps_each_packets_own_timestamp(tmp_path):
+    stamped = [(1_700_000_000.25, PACKETS[0]), (1_700_000_001.999_999_7, PACKETS[1]), (1_700_000_002.0, PACKETS[2])]
+    capture.write_pcap(tmp_path / "merged.pcap", stamped)
+    back = capture.read_pcap(tmp_path / "merged.pcap")
+    assert [pkt for _, pkt in back] == PACKETS
+    assert [round(ts, 6) for ts, _ in back] == [1_700_000_000.25, 1_700_000_001.999999, 1_700_000_002.0]

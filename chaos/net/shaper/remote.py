@@ -33,15 +33,6 @@ START_TIMEOUT_S = 10.0
 STOP_GRACE_S = 5
 
 
-def agent_image(run_dir: Path) -> str:
-    """The shaper agent image `up --inventory` shipped to the hosts of the run in `run_dir`."""
-    image = multi.read_state(run_dir).get("agent_image")
-    if not image:
-        raise EnvironmentProblem(f"run in {run_dir} was started without the shaper agent image",
-                                 hint="start the run again with this version of splitlab")
-    return image
-
-
 def _container(spec: ShaperSpec, ns: Netns) -> str:
     return f"{container_name(spec.run_id, ns.node)}-shaper-{ns.inode}"
 
@@ -75,7 +66,7 @@ def ensure(ledger: Ledger, ns: Netns, spec: ShaperSpec, local_path: Path) -> Non
     run_cmd = (f"docker run -d --name {q(name)} --label {LABEL_RUN}={q(spec.run_id)} "
                f"--network container:{q(container_name(spec.run_id, ns.node))} --cap-drop ALL --cap-add NET_ADMIN "
                f"--cap-add NET_RAW --cap-add SYS_NICE -v {q(str(Path(path).parent))}:{q(str(Path(path).parent))} "
-               f"{q(agent_image(ledger.run_dir))} --spec {q(path)} --marker {q(name)} >/dev/null")
+               f"{q(multi.agent_image(ledger.run_dir))} --spec {q(path)} --marker {q(name)} >/dev/null")
     polls = int(START_TIMEOUT_S / 0.02)
     status = f"$(docker inspect -f '{{{{.State.Status}}}}' {q(name)} 2>/dev/null)"
     script = "\n".join([
