@@ -28,6 +28,7 @@ from typing import Any, Iterator
 from node.errors import EnvironmentProblem, SplitlabError, UsageError, report_error
 from pipeline.service_client import (LOG_NAME, MAX_LINE_BYTES, Connection, error_line, socket_path,
                                      status as service_status)
+from pipeline.standalone import alive
 
 READY_LINE = b"ready\n"
 START_TIMEOUT_S = 120.0
@@ -181,7 +182,7 @@ def start(master: str | None = None, path: Path | None = None, timeout_s: float 
     said = _read_until_ready(read_fd, timeout_s)
     if not said.endswith(READY_LINE):
         pid = said.split(b"\n")[0]
-        if pid.isdigit() and _alive(int(pid)):
+        if pid.isdigit() and alive(int(pid)):
             os.kill(int(pid), signal.SIGKILL)  # too slow: nothing is left running
         why = "did not come up within" if time.monotonic() - waited_from >= timeout_s else "exited before"
         raise EnvironmentProblem(f"the analysis service {why} {timeout_s:.0f} s:\n{_log_tail(log)}",
@@ -219,20 +220,12 @@ def stop(path: Path | None = None, timeout_s: float = STOP_TIMEOUT_S) -> dict[st
         return None
     last = conn.request("stop")
     deadline = time.monotonic() + timeout_s
-    while _alive(int(last["pid"])):
+    while alive(int(last["pid"])):
         if time.monotonic() > deadline:
             raise EnvironmentProblem(f"the analysis service (pid {last['pid']}) did not stop within {timeout_s:.0f} s",
                                      hint=f"kill {last['pid']}")
         time.sleep(0.05)
     return last
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -102,7 +102,7 @@ def _mark(state_dir: Path) -> bytes:
     return f"{MARK_ENV}={state_dir}".encode()
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     """`pid` exists and is not a zombie."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -124,7 +124,7 @@ def processes(state_dir: Path) -> list[int]:
     mark = _mark(state_dir.resolve())
     found = []
     for entry in os.scandir("/proc"):
-        if entry.name.isdigit() and _marked(int(entry.name), mark) and _alive(int(entry.name)):
+        if entry.name.isdigit() and _marked(int(entry.name), mark) and alive(int(entry.name)):
             found.append(int(entry.name))
     return sorted(found)
 

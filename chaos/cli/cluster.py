@@ -53,7 +53,7 @@ def cmd_down(args: argparse.Namespace) -> int:
 
     run_ids = [r.run_id for r in lifecycle.ps()] if args.all else [lifecycle.resolve_run_id(args.run_id)]
     for run_id in run_ids:
-        lifecycle.down(run_id, log=progress)
+        lifecycle.down(run_id, log=progress, force=args.force)
     if args.all and not run_ids:
         console.print("no splitlab run exists")
     return 0
@@ -147,6 +147,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                  cmd_down, examples=["splitlab down --run-id 261121-221530-a3f9", "splitlab down --all"])
     run_id_flag(p)
     p.add_argument("--all", action="store_true", help="every splitlab run")
+    p.add_argument("--force", action="store_true",
+                   help="a run on many hosts: give up on the hosts that cannot be reached (their histories are lost; "
+                        "a script that removes what is left there is written to the run directory)")
 
     add_verb(sub, "ps", "list runs", cmd_ps, examples=["splitlab ps"])
     p = add_verb(sub, "doctor", "what this machine (or each host of an inventory) can do, and which backend serves "

@@ -285,15 +285,23 @@ def stop(run_id: str, log: Log = _quiet) -> None:
     log(f"run {run_id}: stopped {len(ctrs)} container(s)")
 
 
-def down(run_id: str, log: Log = _quiet) -> None:
-    """Remove exactly the containers and networks of `run_id` (the run directory stays).
+def down(run_id: str, log: Log = _quiet, force: bool = False) -> None:
+    """Remove exactly the containers and networks of `run_id` (the run directory stays). `force`, for a run on
+    many hosts: give up on the hosts that cannot be reached (`multi.abandon`) and remove it from the others.
 
     Raises `UsageError` when nothing of that run exists.
     """
     check_run_id(run_id)
     if (multi_dir := multi.find(run_id)) is not None:
-        _heal(multi_dir, run_id, log)
-        multi.down(multi_dir, log)
+        try:
+            if force:
+                multi.abandon(multi_dir, log)
+            _heal(multi_dir, run_id, log)
+            multi.down(multi_dir, log)
+        except EnvironmentProblem as exc:
+            gone = (f"for a host gone for good, 'splitlab down --run-id {run_id} --force' removes the run from "
+                    f"the others")
+            raise EnvironmentProblem(exc.message, hint=f"{exc.hint}; {gone}" if exc.hint else gone) from None
         return
     client = docker_client()
     ctrs = run_containers(client, run_id)

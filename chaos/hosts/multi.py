@@ -59,6 +59,16 @@ def _write_state(run_dir: Path, state: dict[str, Any]) -> None:
     tmp.replace(Path(run_dir) / HOSTS_FILE)
 
 
+def agent_image(run_dir: Path) -> str:
+    """The agent image (the shaper and the wire agent) `up --inventory` shipped to the hosts of the run in
+    `run_dir`."""
+    image = read_state(run_dir).get("agent_image")
+    if not image:
+        raise EnvironmentProblem(f"run in {run_dir} was started without the shaper agent image",
+                                 hint="start the run again with this version of splitlab")
+    return image
+
+
 def remote_dir(run_id: str) -> str:
     return f"{REMOTE_RUNS}/{run_id}"
 
@@ -238,20 +248,66 @@ def _stop_and_collect(run_dir: Path, hosts: Mapping[str, RemoteHost], run_id: st
 def stop(run_dir: Path, log: Log) -> None:
     """Stop the run's containers on every host and collect their histories (the containers stay for `down`)."""
     run_id = read_state(run_dir)["run_id"]
-    with closing(run_hosts(run_dir)) as hosts:
+    with closing(_reachable_hosts(run_dir)) as hosts:
         files = _stop_and_collect(run_dir, hosts, run_id)
     log(f"run {run_id}: stopped on {len(hosts)} host(s), {files} histories collected")
 
 
+def _reachable_hosts(run_dir: Path) -> dict[str, RemoteHost]:
+    """The run's hosts but those `abandon` gave up on (not connected yet)."""
+    abandoned = read_state(run_dir).get("abandoned", {})
+    return {name: host for name, host in run_hosts(run_dir).items() if name not in abandoned}
+
+
 def down(run_dir: Path, log: Log) -> None:
     """Stop the nodes and collect their histories (a host that cannot be read keeps its run: nothing is
-    lost), then remove the run's containers, VXLAN devices, networks and directories from every host."""
+    lost), then remove the run's containers, VXLAN devices, networks and directories from every host but those
+    `abandon` gave up on."""
     state = read_state(run_dir)
-    with closing(run_hosts(run_dir)) as hosts:
+    with closing(_reachable_hosts(run_dir)) as hosts:
         if state.get("up"):
             _stop_and_collect(run_dir, hosts, state["run_id"])
         _remove(run_dir, hosts)
-    log(f"run {state['run_id']}: removed from {', '.join(hosts)}")
+    log(f"run {state['run_id']}: removed from {', '.join(hosts) or 'no host'}")
+
+
+LEFTOVERS = "leftovers-{host}.sh"  # in the run directory: what `abandon` could not remove from a host
+
+
+def abandon(run_dir: Path, log: Log) -> dict[str, str]:
+    """Give up on the hosts of the run that cannot be reached now (`down --force`): their ledger entries are
+    settled as abandoned (a later heal does not try them), `hosts.json` names them, and for each a script that
+    removes what is left there is written to the run directory. Returns {host: why}; {} when all answer."""
+    from chaos.host.ledger import Ledger
+
+    state = read_state(run_dir)
+
+    def reach(host: RemoteHost) -> str:
+        try:
+            host.run(["true"], root=False, timeout_s=host.connect_timeout_s * 2)
+        except EnvironmentProblem as exc:
+            return exc.message
+        return ""
+
+    with closing(_reachable_hosts(run_dir)) as hosts:
+        gone = {name: why for name, why in each(hosts, reach).items() if why}
+    if not gone:
+        return {}
+    ledger = Ledger(run_dir)
+    if ledger.path.exists():
+        entries = ledger.outstanding(lambda e: e.host in gone)
+        ledger.mark_undone(entries, "abandoned: host unreachable")
+    script = (f"# what splitlab left of run {state['run_id']} on this host: run it there as root\n"
+              f"rm -rf {shlex.quote(state['remote_dir'])}\n"
+              + datanet.remove_script(datanet.Plan.from_dict(state["plan"])))
+    for name, why in gone.items():
+        path = Path(run_dir) / LEFTOVERS.format(host=name)
+        path.write_text(script)
+        log(f"run {state['run_id']}: giving up on host {name} ({why}); the histories of its nodes are lost, and "
+            f"what is left there is removed by {path} (run it on {name} as root)")
+    state["abandoned"] = {**state.get("abandoned", {}), **gone}
+    _write_state(run_dir, state)
+    return gone
 
 
 def _remove(run_dir: Path, hosts: Mapping[str, RemoteHost]) -> None:

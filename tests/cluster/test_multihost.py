@@ -3,15 +3,18 @@ reached only over SSH with the bed's key (chaos.hosts.bed). Nodes on every host 
 data network, deliver unicast and multicast across hosts, a one-way cut between hosts is applied on the
 receiver's host and a link fault on the sender's (the shaper as a container there), a controller SIGKILLed
 while it holds either leaves nothing that `splitlab heal` cannot remove, kill and start act on the node's host,
-seed scenarios give the same verdicts as on one machine, and `down` leaves no container, network, VXLAN device
-or directory on any host."""
+inject, capture and replay go through the wire agent on the node's host, seed scenarios give the same verdicts
+as on one machine, `down` leaves no container, network, VXLAN device or directory on any host, and
+`down --force` gives up on a host that cannot be reached, leaving a script that cleans it."""
 from __future__ import annotations
 
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -21,7 +24,7 @@ from chaos.cluster import lifecycle
 from chaos.hosts import bed, multi
 from chaos.hosts.doctor import check_inventory
 from chaos.hosts.inventory import Inventory, parse
-from chaos.hosts.remote import RemoteHost
+from chaos.hosts.remote import RemoteHost, closing
 from chaos.net.docker import DockerNet
 from node.errors import EnvironmentProblem
 
@@ -171,9 +174,49 @@ def test_link_and_process_faults_act_on_the_nodes_host_and_heal_after_a_killed_c
         wait_for(lambda: "n2" not in run.client("n1").hears(), 20, "n1 stops hearing the killed n2")
         net.start("n2")  # its control port is published anew: net.cluster knows the new one
         wait_for(net.cluster.all_hear_all, 30, "all hear all after n2 started again")
-        with pytest.raises(EnvironmentProblem, match="not available on a multi-host run .*host1"):
-            net.inject("n1", "n2", b"\x00")  # a socket of this process reaches no namespace on another host
     assert shaper_containers(bed_inventory, run.run_id) == {h: [] for h in bed_inventory.names}
+
+
+def agent_containers(inventory: Inventory, run_id: str) -> dict[str, list[str]]:
+    out = on_hosts(inventory, f"docker ps -a --format '{{{{.Names}}}}' --filter label=splitlab.run={run_id}")
+    return {host: sorted(n for n in names.split() if "-capture-" in n) for host, names in out.items()}
+
+
+def test_inject_capture_and_replay_act_through_the_agent_on_the_nodes_host(splitlab_up, bed_inventory) -> None:
+    from chaos.wire import inject
+    from chaos.wire.capture import read_pcap
+
+    run = splitlab_up(3, inventory=bed_inventory)  # n1 on host1, n2 on host2, n3 on host3
+    ip = {n.name: socket.inet_aton(n.data_ip) for n in run.nodes}
+    foreign = inject.forge("some-other-run", "n2", [inject.message("Heartbeat", counter=1)])
+    dropped = lambda: run.client("n1").state()["dropped"].get("foreign", 0)
+    pcap = run.run_dir / "chaos" / "across.pcap"
+    with DockerNet(run, verify=False) as net:
+        with net.capture(pcap) as cap:
+            assert [len(names) for names in agent_containers(bed_inventory, run.run_id).values()] == [1, 1, 1]
+            net.inject("n2", "n1", foreign, count=3)  # from n2's namespace on host2 to n1 on host1
+            wait_for(lambda: dropped() >= 3, 20, "n1 counts the 3 forged datagrams")
+        packets = read_pcap(pcap)
+        assert cap.count == len(packets) > 3  # heartbeats too, as every node received them
+        assert {pkt[16:20] for _, pkt in packets} == set(ip.values())  # one file of every host's node
+        stamps = [ts for ts, _ in packets]
+        assert stamps == sorted(stamps) and abs(stamps[-1] - time.time()) < 60
+        forged = [pkt for _, pkt in packets if pkt.endswith(foreign)]
+        assert len(forged) == 3 and {(p[12:16], p[16:20]) for p in forged} == {(ip["n2"], ip["n1"])}
+        assert net.replay(forged) == 3  # again from n2's namespace on host2
+        wait_for(lambda: dropped() >= 6, 20, "n1 counts the replayed datagrams")
+        assert agent_containers(bed_inventory, run.run_id) == {h: [] for h in bed_inventory.names}
+        assert "capture-" not in "".join(on_hosts(bed_inventory, f"ls {multi.remote_dir(run.run_id)}/chaos || true")
+                                         .values())
+    orphan = DockerNet(run, verify=False)  # as if the controller died while capturing: no stop, no heal
+    with closing(orphan.hosts):
+        orphan.capture(run.run_dir / "chaos" / "left.pcap").start()
+    assert [len(names) for names in agent_containers(bed_inventory, run.run_id).values()] == [1, 1, 1]
+    env = dict(os.environ, SPLITLAB_RUNS_DIR=str(run.run_dir.parent))
+    healed = subprocess.run([sys.executable, "-m", "chaos.cli.main", "heal", "--run-id", run.run_id], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+    assert healed.returncode == 0, healed.stdout
+    assert agent_containers(bed_inventory, run.run_id) == {h: [] for h in bed_inventory.names}
 
 
 @pytest.mark.parametrize("scenario", ["jgrp1874", "jgrp1873"])
@@ -209,3 +252,38 @@ def test_torture_runs_on_the_hosts_and_its_replay_runs_where_it_ran(bed_inventor
     again = json.loads((replayed / "hosts.json").read_text())
     assert again["placement"] == {"n1": "host3", "n2": "host1", "n3": "host2"}  # where it ran
     assert {h["name"] for h in again["inventory"]["hosts"]} == set(bed_inventory.names)
+
+
+def test_down_force_gives_up_on_a_host_that_cannot_be_reached(splitlab_up, bed_inventory) -> None:
+    from chaos.host.heal import heal_run
+    from chaos.host.ledger import Ledger
+    from chaos.host.proc import run as local
+
+    run = splitlab_up(3, inventory=bed_inventory)  # n1 on host1, n2 on host2, n3 on host3
+    net = DockerNet(run, verify=False)
+    with closing(net.hosts):
+        net.partition("n3<-n1;n1<-n2")  # held on host3 and on host1: the controller goes without healing
+    assert {e.host for e in Ledger(run.run_dir).outstanding()} == {"host1", "host3"}
+    host3 = bed.container(bed.bed_name(bed_inventory.path.parent), 3)
+    ssh = ["INPUT", "-p", "tcp", "--dport", "22", "-j", "REJECT", "--reject-with", "tcp-reset"]
+    local(["docker", "exec", host3, "iptables", "-I", *ssh])  # host3 no longer answers SSH
+    try:
+        with pytest.raises(EnvironmentProblem, match="host3") as refused:
+            lifecycle.down(run.run_id)
+        assert "--force" in (refused.value.hint or "")
+        lifecycle.down(run.run_id, force=True)
+    finally:
+        local(["docker", "exec", host3, "iptables", "-D", *ssh])
+    state = json.loads((run.run_dir / "hosts.json").read_text())
+    assert list(state["abandoned"]) == ["host3"] and not state["up"] and multi.find(run.run_id) is None
+    assert events(run.run_dir, "n1", "node_stop") and events(run.run_dir, "n2", "node_stop")
+    assert not (run.run_dir / "events" / "n3.jsonl").exists()  # lost with its host, as the log said
+    assert not Ledger(run.run_dir).outstanding() and heal_run(run.run_dir, run.run_id) == 0
+    listing = (f"docker ps -aq --filter label=splitlab.run={run.run_id}; ip -o link show type vxlan; "
+               f"ls {multi.remote_dir(run.run_id)} 2>/dev/null || true")
+    left = on_hosts(bed_inventory, listing)
+    assert left["host1"] == left["host2"] == "" and left["host3"] != ""
+    (spec,) = [s for s in bed_inventory.hosts if s.name == "host3"]
+    with closing({"host3": RemoteHost(spec)}) as hosts:  # host3 is back: its script removes what was left
+        hosts["host3"].run_script((run.run_dir / "leftovers-host3.sh").read_text(), what="leftovers")
+    assert on_hosts(bed_inventory, listing)["host3"] == ""

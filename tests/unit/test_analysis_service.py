@@ -16,7 +16,7 @@ from pipeline_fixtures import spark  # noqa: F401  (the shared session fixture)
 
 from chaos.cli.main import main as splitlab
 from node.errors import EnvironmentProblem, UsageError
-from pipeline import api, service, service_client
+from pipeline import api, service, service_client, standalone
 from pipeline.service_client import SOCKET_ENV
 
 MASTER = "local[2]"
@@ -39,7 +39,7 @@ def served(socket_dir):
         yield path, state
     finally:
         last = service.stop(path)
-        assert last is not None and not service._alive(int(last["pid"]))
+        assert last is not None and not standalone.alive(int(last["pid"]))
         assert not path.exists()
 
 
