@@ -19,6 +19,7 @@ from pathlib import Path
 
 from chaos.harness import runner
 from chaos.harness.load import load_scenario
+from chaos.harness.repeat import wilson
 from chaos.harness.progress import Progress
 from node.errors import UsageError
 
@@ -87,12 +88,13 @@ def run(quick: bool) -> list[dict]:
         sim_seconds = statistics.median(s[2] for s in sims) if sims else None
         note = f"{repeats} runs; baseline = simulator, seeds 1..{repeats}" if sims else \
             f"{repeats} runs; no simulator baseline (steps only containers can run)"
+        intervals = {kind: "95 %% Wilson interval %.0f..%.0f %%" % tuple(100 * x for x in wilson(count, repeats))
+                     for kind, count in (("shown", sum(p[0] for p in pairs)), ("clean", sum(p[1] for p in pairs)))}
         rows += [
             {"name": f"{name}: legacy shows the bug", "value": shown, "unit": "%", "baseline": sim_shown,
-             "ratio": None, "better": "higher", "note": note},
+             "ratio": None, "better": "higher", "note": f"{note}; {intervals['shown']}"},
             {"name": f"{name}: fixed passes", "value": clean, "unit": "%", "baseline": sim_clean, "ratio": None,
-             "better": "higher",
-             "note": note},
+             "better": "higher", "note": f"{note}; {intervals['clean']}"},
             {"name": f"{name}: time per reproduction", "value": seconds, "unit": "s", "baseline": sim_seconds,
              "ratio": (seconds / sim_seconds) if sim_seconds else None, "better": "lower",
              "note": "median; cluster, timeline, heal, settle and analysis; ratio = times slower than simulated"},

@@ -21,6 +21,7 @@ INTERRUPTED = "interrupted (the cluster was removed and every fault healed)"
 RUN_EXAMPLES = [
     "splitlab run scenarios/jgrp1873.yaml --variant legacy        # reproduce JGRP-1873 under unicast2",
     "splitlab run scenarios/jgrp1873.yaml --variant all           # every variant, one after the other",
+    "splitlab run scenarios/jgrp1873.yaml --variant all --repeat 20 --jobs 2   # how often each holds",
     "splitlab run scenarios/unicast2_s6.yaml --seed 7 --set settle_s=8 "
     "--set cluster.defaults.timeouts.conn_close_timeout_ms=500"]
 REPLAY_EXAMPLES = ["splitlab replay runs/261121-231947-589f                      # the same steps at their "
@@ -56,6 +57,8 @@ def _run_all(args: argparse.Namespace, backend: str) -> int:
     from chaos.harness.progress import Progress
 
     hosts = _hosts_of(args)
+    if args.repeat is None and (args.until_fail or args.jobs != 1):
+        raise UsageError("--until-fail and --jobs go with --repeat N")
     console = _console()
     progress_ = Progress(console, quiet=args.quiet)
     first = load_scenario(args.scenario, args.sets, None if args.variant == "all" else args.variant)
@@ -63,11 +66,73 @@ def _run_all(args: argparse.Namespace, backend: str) -> int:
     codes = []
     for variant in variants:
         loaded = first if variant == first.variant else load_scenario(args.scenario, args.sets, variant)
+        if args.repeat is not None:
+            codes.append(_repeat(console, loaded, backend, args, hosts))
+            continue
         result = runner.run(loaded, backend=backend, seed=args.seed, out=args.out, progress=progress_,
                             report=not args.no_report, hosts=hosts)
         _print_result(console, result, progress_)
         codes.append(result.verdict.exit_code)
     return max(codes)
+
+
+def _repeat(console: Console, loaded: Any, backend: str, args: argparse.Namespace, hosts: Any) -> int:
+    """`--repeat N` of one variant: the runs (fresh clusters, seeds base..base+N-1), a line as each ends, then per
+    check how often it held with its 95 % Wilson interval, the failing seeds, and the expected rate judged.
+    Writes the tally as JSON beside the runs. Exit 0 when the rate holds."""
+    import json
+    import time
+
+    from rich.table import Table
+
+    from chaos.cluster.lifecycle import runs_root
+    from chaos.harness import repeat, runner
+    from chaos.harness.load import load_scenario
+    from chaos.harness.progress import Progress
+
+    rate_text = loaded.expected_rate()
+    expected = repeat.parse_rate(rate_text) if rate_text else None
+    base = loaded.scenario.seed if args.seed is None else args.seed
+    repeat.check_counts(args.repeat, args.jobs, base)
+    label = loaded.label
+    quiet = Progress(quiet=True)
+    console.print(f"[bold]{escape(args.scenario)} [{label}][/bold]: {args.repeat} run(s) on "
+                  f"{'the simulator' if backend == 'sim' else 'fresh clusters'}, seeds {base}..{base + args.repeat - 1}"
+                  f"{f', {args.jobs} at a time' if args.jobs > 1 else ''}"
+                  f"{', until one fails' if args.until_fail else ''}")
+
+    def one(seed: int) -> Any:  # each run loads its own copy: nothing is shared between the threads
+        return runner.run(load_scenario(args.scenario, args.sets, loaded.variant), backend=backend, seed=seed,
+                          out=args.out, progress=quiet, report=False, hosts=hosts)
+
+    def ended(seed: int, result: Any) -> None:
+        verdict = "held" if result.verdict.held else "[bold red]did not hold[/]"
+        console.print(f"  seed {seed}: {verdict} ({result.elapsed_s:.1f} s)  {result.run_dir}", highlight=False)
+
+    tally = repeat.repeat(loaded.variant, args.repeat, base, one, jobs=args.jobs, until_fail=args.until_fail,
+                          on_result=ended)
+    data = tally.to_dict(expected)
+    judged = "[green]holds[/]" if data["judged"] else "[bold red]does not hold[/]"
+    low, high = data["wilson95"]
+    table = Table(title=f"{label}: expectations held in {tally.held}/{tally.runs} run(s) ({data['rate']:.0%}, "
+                        f"95 % interval {low:.0%}..{high:.0%}); expected rate {data['expected_rate']}: {judged}",
+                  title_justify="left")
+    for col in ("check", "held", "runs", "rate", "95 % interval"):
+        table.add_column(col)
+    for name, share in data["checks"].items():
+        low, high = share["wilson95"]
+        table.add_row(name, str(share["held"]), str(share["runs"]), f"{share['rate']:.0%}", f"{low:.0%}..{high:.0%}")
+    console.print(table)
+    for seed, run_dir in data["failing_runs"].items():
+        console.print(f"  failed: seed {seed} ({run_dir}); again: splitlab run {args.scenario} --variant {label} "
+                      f"--seed {seed}", highlight=False)
+    out = Path(args.out).resolve() if args.out else runs_root()
+    path = out / f"repeat-{Path(args.scenario).stem}-{label}-{time.strftime('%y%m%d-%H%M%S')}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    document = {"scenario": str(args.scenario), "sets": args.sets, "base_seed": base, **data}
+    path.write_text(json.dumps(document, indent=2) + "\n")
+    console.print(f"tally: {path}", highlight=False)
+    return 0 if data["judged"] else 1
 
 
 def _hosts_of(args: argparse.Namespace) -> tuple[Any, str | None] | None:
@@ -161,6 +226,12 @@ def _scenario_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--variant", help="variant to run (default: the first the scenario defines); 'all' runs each")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override a scenario field by its path, e.g. settle_s=8 or steps.2.at_s=3 (repeatable)")
+    p.add_argument("--repeat", type=int, metavar="N",
+                   help="run each variant N times (seeds SEED..SEED+N-1, fresh clusters, no HTML reports) and print "
+                        "per check how often it held with a 95 %% Wilson interval; exit 0 when the rate the "
+                        "scenario expects (expect.<variant>.rate, default: every run) holds")
+    p.add_argument("--until-fail", action="store_true", help="with --repeat: stop at the first run that fails")
+    p.add_argument("--jobs", type=int, default=1, metavar="J", help="with --repeat: J runs side by side (default 1)")
 
 
 def _output_args(p: argparse.ArgumentParser) -> None:

@@ -18,8 +18,8 @@ import pydantic
 from chaos.harness.errors import Problem, ScenarioError, dotted
 from chaos.harness.expect import HARNESS
 from chaos.harness.nodeenv import check_node_env, node_env
-from chaos.harness.schema import (ACTIONS, ENDABLE, HEALING, NO_ARGUMENT, RELATIVE_CONN_IDS, STEP_KEYS, Scenario,
-                                  Step)
+from chaos.harness.schema import (ACTIONS, ENDABLE, HEALING, NO_ARGUMENT, RATE_KEY, RELATIVE_CONN_IDS, STEP_KEYS,
+                                  Scenario, Step)
 from chaos.harness.yamlsrc import Sourced, load_yaml, set_path
 from node.errors import UsageError
 
@@ -47,8 +47,17 @@ class Loaded:
         out: dict[str, dict[str, Any]] = {}
         for key in [DEFAULT] + ([self.variant] if self.variant else []):
             for check, item in (self.scenario.expect.get(key) or {}).items():
-                out[check] = {"status": item} if isinstance(item, str) else dict(item)
+                if check != RATE_KEY:
+                    out[check] = {"status": item} if isinstance(item, str) else dict(item)
         return out
+
+    def expected_rate(self) -> str | None:
+        """The reproduction rate the chosen variant expects over repeated runs (its own, else `default`'s)."""
+        for key in ([self.variant] if self.variant else []) + [DEFAULT]:
+            rate = (self.scenario.expect.get(key) or {}).get(RATE_KEY)
+            if rate is not None:
+                return rate
+        return None
 
     def node_env(self) -> dict[str, dict[str, str]]:
         return node_env(self.scenario, self.variant)
@@ -541,6 +550,15 @@ class _Checker:
                 continue
             for check, item in items.items():
                 path = ("expect", key, check)
+                is_rate = isinstance(item, str) and item not in ("ok", "fail", "unknown")
+                if check == RATE_KEY or is_rate:
+                    if check != RATE_KEY:
+                        self.add(path, f"{item!r} is a rate: it goes under '{RATE_KEY}' (the share of repeated "
+                                       f"runs that hold), a check takes ok, fail or unknown")
+                    elif not is_rate:
+                        self.add(path, f"expected a rate such as '>= 0.95' (the share of repeated runs that "
+                                       f"hold), got {_shown(item)}")
+                    continue
                 if check not in checks and check not in HARNESS:
                     self.add(path, f"unknown check {check!r}; expected one of "
                                    f"{', '.join([*checks, *HARNESS])}")

@@ -6,7 +6,8 @@
     variants:  {name: NodeSettings + overrides {node: NodeSettings}}   e.g. legacy, fixed
     steps:     [{at_s | after (+ delay_s, timeout_s), id, duration_s, <one action>}]   see ACTIONS
     settle_s:  seconds to wait after the final heal before the analysis
-    expect:    {variant | default: {check: ok | fail | {status, <check parameters>}}}
+    expect:    {variant | default: {check: ok | fail | {status, <check parameters>}, rate: ">= 0.95"}}
+               (rate: the share of runs that must hold under `splitlab run --repeat N`)
 
 Cross-references (node names, grudges, message types, check names and parameters) are checked by
 `chaos.harness.load`, which also turns pydantic's errors into `file:line: field: expected ...` lines.
@@ -289,6 +290,10 @@ HEALING = ("heal", "fast", "end", "resume", "start")
 
 # --- expectations -----------------------------------------------------------------------------------------------
 Status = Literal["ok", "fail", "unknown"]
+# An expected reproduction rate, e.g. ">= 0.95" (chaos.harness.repeat reads it; only under the key `rate`).
+RATE_PATTERN = r"^\s*(>=|<=|>|<|==)\s*(1(\.0*)?|0?\.\d+|0)\s*$"
+RateText = Annotated[str, Field(pattern=RATE_PATTERN)]
+RATE_KEY = "rate"
 
 
 class Scenario(Model):
@@ -300,7 +305,7 @@ class Scenario(Model):
     steps: list[Step] = Field(default_factory=list)
     settle_s: Seconds = 5.0
     duration_s: Optional[Seconds] = None
-    expect: dict[str, dict[str, Union[Status, dict[str, Any]]]] = Field(default_factory=dict)
+    expect: dict[str, dict[str, Union[Status, RateText, dict[str, Any]]]] = Field(default_factory=dict)
 
     @property
     def node_names(self) -> list[str]:

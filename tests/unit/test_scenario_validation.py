@@ -136,6 +136,20 @@ def test_expectations_name_known_variants_checks_and_parameters() -> None:
     assert lines[2] == "s.yaml:16: expect.other: unknown variant 'other'; expected one of default, legacy, fixed"
 
 
+def test_an_expected_rate_goes_under_rate_and_reads_as_an_operator_and_a_share() -> None:
+    good = GOOD + 'expect:\n  default: {rate: "== 1"}\n  legacy: {delivery: fail, rate: ">= 0.95"}\n'
+    assert load_text(good, "s.yaml", variant="legacy").expected_rate() == ">= 0.95"
+    assert load_text(good, "s.yaml", variant="fixed").expected_rate() == "== 1"  # default's
+    assert "rate" not in load_text(good, "s.yaml", variant="legacy").expectations()
+    lines = problems(GOOD + 'expect:\n  legacy: {delivery: ">= 0.9", rate: ok}\n')
+    assert lines == ["s.yaml:15: expect.legacy.delivery: '>= 0.9' is a rate: it goes under 'rate' (the share of "
+                     "repeated runs that hold), a check takes ok, fail or unknown",
+                     "s.yaml:15: expect.legacy.rate: expected a rate such as '>= 0.95' (the share of repeated runs "
+                     "that hold), got 'ok'"]
+    (line,) = problems(GOOD + 'expect:\n  legacy: {rate: ">= 1.5"}\n')
+    assert line.startswith("s.yaml:15: expect.legacy.rate")
+
+
 def test_unknown_variant_asked_for() -> None:
     (line,) = problems(GOOD, variant="newest")
     assert line == "s.yaml:4: variants: unknown variant 'newest'; expected one of legacy, fixed"
