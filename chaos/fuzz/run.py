@@ -114,11 +114,17 @@ def context(cluster: Cluster, targets: list[str], member_states: dict[str, dict[
 
 
 def check_targets(cluster: Cluster, settings: Settings) -> None:
-    """Raises `UsageError` for a target that is not a node of the run."""
+    """Raises `UsageError` for a target that is not a node of the run, or a run on other hosts (the fuzzer sends
+    through raw sockets of this process, in the namespaces of this machine)."""
     unknown = [t for t in settings.targets if t not in cluster.names]
     if unknown or not settings.targets:
         raise UsageError(f"unknown target(s) {', '.join(unknown) or '(none)'}; run {cluster.run_id} has "
                          f"{', '.join(cluster.names)}")
+    remote = sorted({n.host for n in cluster.nodes if n.host})
+    if remote:
+        raise UsageError(f"run {cluster.run_id} has nodes on {', '.join(remote)}: the fuzzer sends from sockets of "
+                         f"this process, which reach only namespaces on this machine",
+                         hint="fuzz a cluster started without --inventory")
 
 
 EXIT_WAIT_S = 3.0  # a node that stops on an error shuts down (flushing its history) before its process ends

@@ -128,7 +128,8 @@ def check_counts(runs: int, jobs: int, base_seed: int) -> None:
 def repeat(variant: str | None, runs: int, base_seed: int, run_one: RunOne, *, jobs: int = 1,
            until_fail: bool = False, on_result: Callable[[int, Any], None] = lambda seed, result: None) -> Tally:
     """`run_one(base_seed + i)` for i in 0..runs-1, `jobs` at a time; `on_result(seed, result)` as each ends.
-    Raises `UsageError` for bad counts (`check_counts`); an error of a run is raised once the runs under way have ended."""
+    Raises `UsageError` for bad counts (`check_counts`); an error of a run is raised once the runs under way
+    have ended."""
     check_counts(runs, jobs, base_seed)
     tally = Tally(variant)
     seeds = iter(range(base_seed, base_seed + runs))

@@ -406,7 +406,8 @@ class DockerNet:
         applied_ts = time.time()
         described = "raw bytes" if isinstance(messages, bytes) else \
             ", ".join(f"{m.name}({', '.join(f'{k}={v}' for k, v in m.fields.items())})" for m in messages)
-        where = f"the agent in {src}'s namespace on {sender.host}" if sender.host else f"raw socket in {src}'s namespace"
+        where = f"the agent in {src}'s namespace on {sender.host}" if sender.host else \
+            f"raw socket in {src}'s namespace"
         self.log(f"inject {src}->{dst}: {sent} x {described} ({where})")
         fault_id = f"inject-{uuid.uuid4().hex[:8]}"
         self.history.emit("fault_start", fault_id=fault_id, kind="inject",

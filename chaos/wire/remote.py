@@ -38,8 +38,8 @@ GROUP = "capture"  # the ledger group of capture containers
 def _docker_run(run_dir: Path, run_id: str, node: str, options: Sequence[str], verb: Sequence[str]) -> list[str]:
     """The `docker run` of the wire agent in `node`'s namespace."""
     caps = [arg for cap in AGENT_CAPS for arg in ("--cap-add", cap)]
-    return ["docker", "run", "--label", f"{LABEL_RUN}={run_id}", "--network", f"container:{container_name(run_id, node)}",
-            "--cap-drop", "ALL", *caps, *options, "--entrypoint", "python3", multi.agent_image(run_dir),
+    return ["docker", "run", "--label", f"{LABEL_RUN}={run_id}",
+            "--network", f"container:{container_name(run_id, node)}", "--cap-drop", "ALL", *caps, *options, "--entrypoint", "python3", multi.agent_image(run_dir),
             "-m", "chaos.wire.agent", *verb]
 
 
@@ -127,8 +127,9 @@ class RemoteCapture:
             lines += [f"mkdir -p {q(folder)}", f"{shlex.join(argv)} >/dev/null || exit 3"]
         for node in nodes:
             name, out = q(self._names[node.name]), q(self._files[node.name])
+            status = f"$(docker inspect -f '{{{{.State.Status}}}}' {name})"
             lines += [f"i=0; until [ -s {out} ]; do",
-                      f"  if [ $i -ge {polls} ] || [ \"$(docker inspect -f '{{{{.State.Status}}}}' {name})\" != running ]",
+                      f"  if [ $i -ge {polls} ] || [ \"{status}\" != running ]",
                       f"  then echo \"capture of {node.name} did not start; its output:\"; docker logs --tail 20 {name} 2>&1;"
                       f" exit 4; fi",
                       "  i=$((i+1)); sleep 0.02", "done"]

@@ -193,3 +193,15 @@ def test_ddmin_stops_after_its_trials_with_a_smaller_set_that_still_breaks():
 
     found, minimal = fuzzshrink.ddmin(list(range(1000)), breaks, max_trials=4)
     assert not minimal and len(calls) == 4 and {1, 2} <= set(found) and len(found) == 63
+
+
+def test_the_fuzzer_refuses_a_run_on_other_hosts_naming_them(tmp_path):
+    from chaos.cluster.model import Cluster, NodeInfo
+
+    nodes = [NodeInfo("n1", "c1", "10.77.0.2", "10.78.0.2", 11, host="host1"),
+             NodeInfo("n2", "c2", "10.77.0.3", "10.78.0.3", 12, host="host2")]
+    cluster = Cluster("261124-000000-abcd", tmp_path, "token", nodes)
+    with pytest.raises(UsageError, match="nodes on host1, host2: the fuzzer sends from sockets of this process"):
+        fuzzrun.check_targets(cluster, fuzzrun.Settings(targets=["n1"]))
+    fuzzrun.check_targets(Cluster("261124-000000-abcd", tmp_path, "token",
+                                  [NodeInfo("n1", "c1", "10.77.0.2", "10.78.0.2", 11)]), fuzzrun.Settings(["n1"]))
