@@ -219,19 +219,21 @@ def test_inject_capture_and_replay_act_through_the_agent_on_the_nodes_host(split
     assert agent_containers(bed_inventory, run.run_id) == {h: [] for h in bed_inventory.names}
 
 
-@pytest.mark.parametrize("scenario", ["jgrp1874", "jgrp1873"])
 def test_a_seed_scenario_gives_the_same_verdict_across_hosts_as_on_one_machine(
-        scenario, bed_inventory, splitlab_runs_dir, splitlab_spark) -> None:
+        bed_inventory, splitlab_runs_dir, splitlab_spark) -> None:
+    """On one machine jgrp1873's legacy variant holds every expectation, with n2 asking n1 in vain
+    (tests/scenarios/test_jgrp1873.py, in the same suite); across hosts it must do the same: an outcome that
+    differs from one machine's is an expectation that does not hold."""
     from chaos.harness import runner
     from chaos.harness.load import load_scenario
 
-    loaded = load_scenario(Path(__file__).parents[2] / "scenarios" / f"{scenario}.yaml", (), "legacy")
-    verdicts = {}
-    for where, hosts in (("one machine", None), ("three hosts", (bed_inventory, "n1@host2;n2@host3"))):
-        result = runner.run(loaded, out=splitlab_runs_dir, spark=splitlab_spark, report=False, hosts=hosts)
-        verdicts[where] = [(o.check, o.expected, o.actual) for o in result.verdict.outcomes]
-        assert result.verdict.outcomes, where
-    assert verdicts["three hosts"] == verdicts["one machine"]
+    loaded = load_scenario(Path(__file__).parents[2] / "scenarios" / "jgrp1873.yaml", (), "legacy")
+    result = runner.run(loaded, out=splitlab_runs_dir, spark=splitlab_spark, report=False,
+                        hosts=(bed_inventory, "n1@host2;n2@host3"))
+    outcomes = [(o.check, o.expected, o.actual) for o in result.verdict.outcomes]
+    assert result.verdict.held and outcomes, outcomes
+    worst = result.summary.checks["endless_retransmission"].details["examples"][0]
+    assert (worst["requester"], worst["sender"], worst["proto"]) == ("n2", "n1", "unicast2"), worst
     assert json.loads((result.run_dir / "hosts.json").read_text())["placement"] == {"n1": "host2", "n2": "host3"}
 
 
@@ -241,7 +243,7 @@ def test_torture_runs_on_the_hosts_and_its_replay_runs_where_it_ran(bed_inventor
     from chaos.harness import torture
 
     placement = "n1@host3;n2@host1;n3@host2"
-    result = torture.run(11, 12.0, 3, out=splitlab_runs_dir, spark=splitlab_spark, report=False,
+    result = torture.run(11, 10.0, 3, out=splitlab_runs_dir, spark=splitlab_spark, report=False,
                          hosts=(bed_inventory, placement))
     assert result.verdict.held, [(o.check, o.actual, o.reason) for o in result.verdict.outcomes]
     assert json.loads((result.run_dir / "hosts.json").read_text())["placement"] == \
