@@ -18,8 +18,8 @@ import pydantic
 from chaos.harness.errors import Problem, ScenarioError, dotted
 from chaos.harness.expect import HARNESS
 from chaos.harness.nodeenv import check_node_env, node_env
-from chaos.harness.schema import (ACTIONS, ENDABLE, HEALING, NO_ARGUMENT, RATE_KEY, RELATIVE_CONN_IDS, STEP_KEYS,
-                                  Scenario, Step)
+from chaos.harness.schema import (ACTIONS, ENDABLE, HEALING, NO_ARGUMENT, RATE_KEY, RELATIVE_CONN_IDS, STATUSES,
+                                  STEP_KEYS, Scenario, Step)
 from chaos.harness.yamlsrc import Sourced, load_yaml, set_path
 from node.errors import UsageError
 
@@ -550,7 +550,7 @@ class _Checker:
                 continue
             for check, item in items.items():
                 path = ("expect", key, check)
-                is_rate = isinstance(item, str) and item not in ("ok", "fail", "unknown")
+                is_rate = isinstance(item, str) and item not in STATUSES
                 if check == RATE_KEY or is_rate:
                     if check != RATE_KEY:
                         self.add(path, f"{item!r} is a rate: it goes under '{RATE_KEY}' (the share of repeated "
@@ -566,7 +566,7 @@ class _Checker:
                 if isinstance(item, str):
                     continue
                 status = item.get("status")
-                if status not in ("ok", "fail", "unknown"):
+                if status not in STATUSES:
                     self.add(path + ("status",), f"expected one of 'ok', 'fail', 'unknown', got {_shown(status)}")
                 params = {k: v for k, v in item.items() if k != "status"}
                 if check in HARNESS:

@@ -15,7 +15,7 @@ Cross-references (node names, grudges, message types, check names and parameters
 from __future__ import annotations
 
 from dataclasses import fields as dc_fields
-from typing import Annotated, Any, Literal, Optional, Union
+from typing import Annotated, Any, Literal, Optional, Union, get_args
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model, model_validator
 from pydantic_core import PydanticCustomError
@@ -290,6 +290,7 @@ HEALING = ("heal", "fast", "end", "resume", "start")
 
 # --- expectations -----------------------------------------------------------------------------------------------
 Status = Literal["ok", "fail", "unknown"]
+STATUSES: tuple[str, ...] = get_args(Status)
 # An expected reproduction rate, e.g. ">= 0.95" (chaos.harness.repeat reads it; only under the key `rate`).
 RATE_PATTERN = r"^\s*(>=|<=|>|<|==)\s*(1(\.0*)?|0?\.\d+|0)\s*$"
 RateText = Annotated[str, Field(pattern=RATE_PATTERN)]

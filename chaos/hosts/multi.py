@@ -20,6 +20,7 @@ import orjson
 from chaos.cluster import compose
 from chaos.cluster.model import Cluster, NodeInfo
 from chaos.cluster.naming import LABEL_NODE, LABEL_RUN, container_name
+from chaos.host.ledger import Ledger
 from chaos.host.netns import Netns
 from chaos.hosts import datanet, ship
 from chaos.hosts.inventory import HostSpec, Inventory, place, placement_text
@@ -67,6 +68,17 @@ def agent_image(run_dir: Path) -> str:
         raise EnvironmentProblem(f"run in {run_dir} was started without the shaper agent image",
                                  hint="start the run again with this version of splitlab")
     return image
+
+
+def agent_run(run_dir: Path, run_id: str, node: str, caps: Sequence[str], options: Sequence[str],
+              command: Sequence[str], entrypoint: Sequence[str] = ()) -> list[str]:
+    """The `docker run` of the agent image in `node`'s network namespace on its host, with only `caps`;
+    `options` go before the image, `command` after it (`entrypoint`: its first word, then the rest before
+    `command`; default the image's, the shaper)."""
+    entry = ["--entrypoint", entrypoint[0]] if entrypoint else []
+    return ["docker", "run", "--label", f"{LABEL_RUN}={run_id}",
+            "--network", f"container:{container_name(run_id, node)}", "--cap-drop", "ALL", *(arg for cap in caps for arg in ("--cap-add", cap)), *options, *entry,
+            agent_image(run_dir), *entrypoint[1:], *command]
 
 
 def remote_dir(run_id: str) -> str:
@@ -278,13 +290,11 @@ def abandon(run_dir: Path, log: Log) -> dict[str, str]:
     """Give up on the hosts of the run that cannot be reached now (`down --force`): their ledger entries are
     settled as abandoned (a later heal does not try them), `hosts.json` names them, and for each a script that
     removes what is left there is written to the run directory. Returns {host: why}; {} when all answer."""
-    from chaos.host.ledger import Ledger
-
     state = read_state(run_dir)
 
     def reach(host: RemoteHost) -> str:
         try:
-            host.run(["true"], root=False, timeout_s=host.connect_timeout_s * 2)
+            host.reach()
         except EnvironmentProblem as exc:
             return exc.message
         return ""

@@ -142,6 +142,10 @@ class RemoteHost:
         names `what`."""
         return self.run_line(self.command_line(["sh", "-s"]), input_text=script, timeout_s=timeout_s, argv=[what])
 
+    def reach(self) -> None:
+        """Connect and run `true` (not as root). Raises `EnvironmentProblem` when the host cannot be reached."""
+        self.run(["true"], root=False, timeout_s=self.connect_timeout_s * 2)
+
     def read_bytes(self, path: str, timeout_s: float = 300) -> bytes:
         """The bytes of the file `path` on the host, read as root (base64 on the command's text channel).
         Raises as `run`."""
@@ -211,7 +215,7 @@ def connect_all(specs: Sequence[HostSpec]) -> dict[str, RemoteHost]:
     """A `RemoteHost` per spec, connected in parallel. Raises `EnvironmentProblem` naming every host that failed."""
     hosts = {s.name: RemoteHost(s) for s in specs}
     try:
-        each(hosts, lambda h: h.run(["true"], root=False, timeout_s=CONNECT_TIMEOUT_S * 2))
+        each(hosts, RemoteHost.reach)
     except EnvironmentProblem as exc:
         for h in hosts.values():
             h.close()

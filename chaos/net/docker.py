@@ -398,11 +398,10 @@ class DockerNet:
         from chaos.wire import inject as injection
 
         grudges.check_matrix({(src, dst): LinkFault()}, self.nodes)
-        if not 1 <= count <= injection.MAX_COUNT:
-            raise UsageError(f"count must be within 1..{injection.MAX_COUNT}, got {count}")
         payload = messages if isinstance(messages, bytes) else injection.forge(self.run_id, src, messages)
         sender, receiver = self.cluster.node(src), self.cluster.node(dst)
-        sent = self._send(sender, [injection.packet(sender.data_ip, receiver.data_ip, payload)] * count)
+        sent = self._send(sender, injection.copies(injection.packet(sender.data_ip, receiver.data_ip, payload),
+                                                   count))
         applied_ts = time.time()
         described = "raw bytes" if isinstance(messages, bytes) else \
             ", ".join(f"{m.name}({', '.join(f'{k}={v}' for k, v in m.fields.items())})" for m in messages)

@@ -101,22 +101,25 @@ def _raw_socket(ep: Endpoint) -> socket.socket:
 
 
 def send(src: Endpoint, packets: Iterable[bytes]) -> int:
-    """Send whole IPv4 packets from inside `src`'s namespace; returns how many went out."""
+    """Send whole IPv4 packets from inside `src`'s namespace; returns how many went out. Every packet is checked
+    (IPv4/UDP from `src`'s data address) before the first goes out: bad input sends nothing."""
+    checked = []
+    for i, pkt in enumerate(packets):
+        parsed = ipv4.parse(pkt)
+        if parsed is None:
+            raise UsageError(f"packet {i} is not IPv4/UDP from {src.ip} ({src.node}'s data address)")
+        if parsed.src != src.ip:
+            raise UsageError(f"packet {i} is not IPv4/UDP from {src.ip} ({src.node}'s data address): its "
+                             f"source is {parsed.src}")
+        checked.append((pkt, parsed.dst))
     sock = _raw_socket(src)
-    sent = 0
     mtu = MTU_BYTES
     try:
-        for pkt in packets:
-            parsed = ipv4.parse(pkt)
-            if parsed is None:
-                raise UsageError("only IPv4/UDP packets can be sent")
-            if parsed.src != src.ip:
-                raise UsageError(f"packet source {parsed.src} is not {src.node}'s data address {src.ip}")
-            mtu = _send_one(sock, pkt, parsed.dst, src.node, mtu)
-            sent += 1
+        for pkt, dst in checked:
+            mtu = _send_one(sock, pkt, dst, src.node, mtu)
     finally:
         sock.close()
-    return sent
+    return len(checked)
 
 
 class Injector:
@@ -174,6 +177,13 @@ class Injector:
 MAX_COUNT = 100_000  # copies of one injected datagram
 
 
+def copies(pkt: bytes, count: int) -> list[bytes]:
+    """`count` copies of `pkt` to send. Raises `UsageError` outside 1..MAX_COUNT."""
+    if not 1 <= count <= MAX_COUNT:
+        raise UsageError(f"count must be within 1..{MAX_COUNT}, got {count}")
+    return [pkt] * count
+
+
 def packet(src_ip: str, dst_ip: str, payload: bytes, sport: int = wire.DATA_PORT, dport: int = wire.DATA_PORT) -> bytes:
     """The IPv4/UDP packet carrying `payload` from `src_ip`:`sport` to `dst_ip`:`dport`."""
     return ipv4.build(src_ip, dst_ip, sport, dport, payload)
@@ -182,9 +192,7 @@ def packet(src_ip: str, dst_ip: str, payload: bytes, sport: int = wire.DATA_PORT
 def inject(src: Endpoint, dst: Endpoint, payload: bytes, count: int = 1, sport: int = wire.DATA_PORT,
            dport: int = wire.DATA_PORT) -> int:
     """Send `payload` `count` times as UDP from src's data address and port (`sport`) to dst's (`dport`)."""
-    if not 1 <= count <= MAX_COUNT:
-        raise UsageError(f"count must be within 1..{MAX_COUNT}, got {count}")
-    return send(src, [packet(src.ip, dst.ip, payload, sport, dport)] * count)
+    return send(src, copies(packet(src.ip, dst.ip, payload, sport, dport), count))
 
 
 def by_sender(senders: Iterable[str], packets: Iterable[bytes]) -> dict[str, list[bytes]]:

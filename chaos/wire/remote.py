@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from chaos.cluster.model import NodeInfo
-from chaos.cluster.naming import LABEL_RUN, container_name
+from chaos.cluster.naming import container_name
 from chaos.host.ledger import Entry, Ledger
 from chaos.hosts import multi
 from chaos.hosts.remote import RemoteHost, each
@@ -37,10 +37,8 @@ GROUP = "capture"  # the ledger group of capture containers
 
 def _docker_run(run_dir: Path, run_id: str, node: str, options: Sequence[str], verb: Sequence[str]) -> list[str]:
     """The `docker run` of the wire agent in `node`'s namespace."""
-    caps = [arg for cap in AGENT_CAPS for arg in ("--cap-add", cap)]
-    return ["docker", "run", "--label", f"{LABEL_RUN}={run_id}",
-            "--network", f"container:{container_name(run_id, node)}", "--cap-drop", "ALL", *caps, *options, "--entrypoint", "python3", multi.agent_image(run_dir),
-            "-m", "chaos.wire.agent", *verb]
+    return multi.agent_run(run_dir, run_id, node, AGENT_CAPS, options, verb,
+                           entrypoint=("python3", "-m", "chaos.wire.agent"))
 
 
 def _result(output: str, key: str, what: str) -> int:

@@ -20,7 +20,7 @@ import json
 import shlex
 from pathlib import Path
 
-from chaos.cluster.naming import LABEL_RUN, container_name
+from chaos.cluster.naming import container_name
 from chaos.host.ledger import Entry, Ledger
 from chaos.host.netns import Netns
 from chaos.hosts import multi
@@ -29,6 +29,7 @@ from chaos.net import iptables
 from chaos.net.shaper.spec import ShaperSpec
 from node.errors import CommandFailed, EnvironmentProblem
 
+SHAPER_CAPS = ("NET_ADMIN", "NET_RAW", "SYS_NICE")  # the queue, the extra packets, its real-time priority
 START_TIMEOUT_S = 10.0
 STOP_GRACE_S = 5
 
@@ -63,10 +64,10 @@ def ensure(ledger: Ledger, ns: Netns, spec: ShaperSpec, local_path: Path) -> Non
     ledger.record(_entry(ns, name))
     path = remote_spec_path(spec, local_path)
     q = shlex.quote
-    run_cmd = (f"docker run -d --name {q(name)} --label {LABEL_RUN}={q(spec.run_id)} "
-               f"--network container:{q(container_name(spec.run_id, ns.node))} --cap-drop ALL --cap-add NET_ADMIN "
-               f"--cap-add NET_RAW --cap-add SYS_NICE -v {q(str(Path(path).parent))}:{q(str(Path(path).parent))} "
-               f"{q(multi.agent_image(ledger.run_dir))} --spec {q(path)} --marker {q(name)} >/dev/null")
+    folder = str(Path(path).parent)
+    run_cmd = shlex.join(multi.agent_run(ledger.run_dir, spec.run_id, ns.node, SHAPER_CAPS,
+                                         ["-d", "--name", name, "-v", f"{folder}:{folder}"],
+                                         ["--spec", path, "--marker", name])) + " >/dev/null"
     polls = int(START_TIMEOUT_S / 0.02)
     status = f"$(docker inspect -f '{{{{.State.Status}}}}' {q(name)} 2>/dev/null)"
     script = "\n".join([
