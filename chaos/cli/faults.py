@@ -15,15 +15,18 @@ from pathlib import Path
 from typing import Any, Callable
 
 from chaos.cli.verbs import Parser, add_verb, progress, run_id_flag, seed_flag, subverbs
-from chaos.faults.grudge import DISTRIBUTIONS, FAULT_FIELDS, parse_links
+from chaos.faults.grudge import DISTRIBUTIONS, FAULT_FIELDS, Jam, parse_links
 from chaos.faults.msgrules import ACTION_HINT, MsgRule, action_spec
+from chaos.net import lease
 from node.errors import UsageError
+from node.sim.jam import MAX_HELD, RELEASES
 
 EXAMPLES = {
     "partition": ["splitlab chaos partition 'n2<-n1'            # n2 drops what n1 sends (one way)",
                   "splitlab chaos partition 'n1,n2|n3,n4,n5'    # symmetric split",
                   "splitlab chaos partition isolate:n3 --duration-s 10",
-                  "splitlab chaos partition ring --seed 7"],
+                  "splitlab chaos partition ring --seed 7",
+                  "splitlab chaos partition 'n2<-n1' --jam --release shuffle --cap 500 --duration-s 5"],
     "unpartition": ["splitlab chaos unpartition                   # end the partition (link faults stay)",
                     "splitlab heal                                # end every fault instead"],
     "slow": ["splitlab chaos slow --delay-ms 20 --jitter-ms 5",
@@ -95,25 +98,30 @@ def _on_net(apply: Callable[[Any, argparse.Namespace], object], hold: bool) -> C
     """The command that does `apply(net, args)` on the run's Net; a fault verb (`hold`) then keeps its fault as
     --duration-s / --hold say, or leaves it in place."""
     def cmd(args: argparse.Namespace) -> int:
+        ttl_s = getattr(args, "ttl_s", None)
+        if ttl_s is not None:
+            lease.check_ttl(ttl_s)  # bad input is refused before the cluster is looked up
         net = _net(args)
-        apply(net, args)
+        fault_id = apply(net, args)
+        if ttl_s is not None:
+            net.lease(fault_id, ttl_s)
         if hold:
             _hold(args, net)
         return 0
     return cmd
 
 
-def _slow(net, args: argparse.Namespace) -> None:
-    net.slow(args.delay_ms, args.jitter_ms, links=_links(args.links, net.nodes), distribution=args.distribution,
+def _slow(net, args: argparse.Namespace) -> str:
+    return net.slow(args.delay_ms, args.jitter_ms, links=_links(args.links, net.nodes), distribution=args.distribution,
              delay_corr_pct=args.delay_corr_pct)
 
 
-def _flaky(net, args: argparse.Namespace) -> None:
-    net.flaky(args.loss_pct, links=_links(args.links, net.nodes))
+def _flaky(net, args: argparse.Namespace) -> str:
+    return net.flaky(args.loss_pct, links=_links(args.links, net.nodes))
 
 
-def _pause(net, args: argparse.Namespace) -> None:
-    net.pause(args.node, method="sigstop" if args.sigstop else "docker")
+def _pause(net, args: argparse.Namespace) -> str:
+    return net.pause(args.node, method="sigstop" if args.sigstop else "docker")
 
 
 def _node_method(method: str) -> Callable[[Any, argparse.Namespace], object]:
@@ -131,10 +139,10 @@ def msg_rule(args: argparse.Namespace) -> MsgRule:
 def cmd_msg_fault(args: argparse.Namespace) -> int:
     rule = msg_rule(args)  # bad input is refused before the cluster is looked up
 
-    def apply(net, args: argparse.Namespace) -> None:
+    def apply(net, args: argparse.Namespace) -> str:
         for node in (args.src, args.dst):
             net.cluster.node(node)
-        net.msg_fault(rule)
+        return net.msg_fault(rule)
 
     return _on_net(apply, hold=True)(args)
 
@@ -147,6 +155,13 @@ def _fields(items: list[str]) -> dict[str, int]:
             raise UsageError(f"--field {item!r} must be name=integer, e.g. --field seqno=5")
         out[key.strip()] = int(value)
     return out
+
+
+def cmd_partition(args: argparse.Namespace) -> int:
+    if not args.jam and (args.release or args.cap is not None):
+        raise UsageError("--release and --cap belong to a jammed partition: add --jam")
+    jam = Jam(args.release or "fifo", args.cap) if args.jam else None  # bad input refused before the cluster
+    return _on_net(lambda net, args: net.partition(args.grudge, jam), hold=True)(args)
 
 
 def cmd_inject(args: argparse.Namespace) -> int:
@@ -231,6 +246,9 @@ def _common(p: argparse.ArgumentParser, hold: bool = False, backend: bool = Fals
         p.add_argument("--duration-s", type=float, default=0.0, metavar="S",
                        help="keep the fault this long, then heal everything (also on Ctrl-C / SIGTERM)")
         p.add_argument("--hold", action="store_true", help="keep the fault until Ctrl-C / SIGTERM, then heal")
+        p.add_argument("--ttl-s", type=float, metavar="S",
+                       help="a lease: this command renews it while it runs; once nobody did for S seconds (the "
+                            "command ended or was killed), a watchdog in the node's namespace ends the fault")
 
 
 def _add_chaos_verbs(chaos: Parser) -> None:
@@ -244,10 +262,16 @@ def _add_chaos_verbs(chaos: Parser) -> None:
         _common(p, hold=hold, backend=backend)
         return p
 
-    p = add("partition", "cut data traffic as a grudge says (iptables on the receivers)",
-            lambda net, args: net.partition(args.grudge), hold=True)
+    p = add("partition", "cut data traffic as a grudge says (iptables on the receivers; --jam: held, not dropped)",
+            func=cmd_partition, hold=True)
     p.add_argument("grudge", help="'n2<-n1', 'n1->n2', 'n1<->n2', 'n1,n2|n3', 'isolate:n1', bisect, bridge, ring, "
                                   "majority, minority-third; ';' unites clauses")
+    p.add_argument("--jam", action="store_true",
+                   help="hold what crosses the cut (the senders' NFQUEUE shapers) and release it at the heal")
+    p.add_argument("--release", choices=RELEASES, help="with --jam: the order held packets go at the heal "
+                                                       "(default fifo)")
+    p.add_argument("--cap", type=int, metavar="N", help=f"with --jam: hold at most N packets per link (1..{MAX_HELD}; "
+                                                        f"default {MAX_HELD}), the oldest dropped beyond it")
     add("unpartition", "end the partition only (link and message faults stay)", lambda net, args: net.heal(),
         description="End the partition only; link and message faults stay (fast ends those). Named as the pair "
                     "of partition, as fast is of slow, so that 'heal' means one thing: 'splitlab heal' undoes "

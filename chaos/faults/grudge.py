@@ -11,6 +11,10 @@ majority/minority) are functions returning grudges; `parse_grudge` reads the com
     a; b              several of the above, united
     isolate:n1  bisect  bridge  ring  majority  minority-third      named topologies over all nodes
 
+A partition drops what crosses the cut, or, *jammed* (`Jam`), holds it and lets it go at the heal, in the order
+it came or shuffled, the oldest dropped beyond an optional cap: how messages of an older connection arrive after
+a heal.
+
 A *link matrix* maps (src, dst) to a `LinkFault` (delay, jitter and its distribution, loss, duplication,
 reordering, corruption, rate, correlations) applied to src's data traffic toward dst. `parse_link_fault` reads
 `delay_ms=20,loss_pct=5`, and every value is validated with a `UsageError` that names the field.
@@ -24,6 +28,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Iterable, Mapping, Sequence
 
 from node.errors import UsageError
+from node.sim import jam as jams
 
 Grudge = dict[str, frozenset[str]]
 LinkMatrix = dict[tuple[str, str], "LinkFault"]
@@ -169,6 +174,32 @@ def describe(grudge: Mapping[str, Iterable[str]]) -> str:
     """A grudge in the `parse_grudge` syntax (`n2<-n1; n3<-n1,n2`), or `(none)`."""
     parts = [f"{node}<-{','.join(sorted(srcs))}" for node, srcs in sorted(grudge.items()) if srcs]
     return "; ".join(parts) if parts else "(none)"
+
+
+@dataclass(frozen=True)
+class Jam:
+    """A jammed partition: held, not dropped, released at the heal in `release` order (`fifo` | `shuffle`); at
+    most `cap` packets per link (None: `node.sim.jam.MAX_HELD`), the oldest dropped beyond it and counted."""
+
+    release: str = "fifo"
+    cap: int | None = None
+
+    def __post_init__(self) -> None:
+        jams.check(self.release, self.cap)
+
+    def as_dict(self) -> dict[str, object]:
+        return {"release": self.release, "cap": self.cap}
+
+    def describe(self) -> str:
+        return f"jammed, released {self.release}" + (f", cap {self.cap}" if self.cap is not None else "")
+
+
+def partition_detail(grudge: Mapping[str, Iterable[str]], jam: Jam | None = None) -> dict[str, object]:
+    """What a partition's `fault_start` records: the grudge, and for a jammed one `mode: jam`, release and cap."""
+    detail: dict[str, object] = {"grudge": {k: sorted(v) for k, v in grudge.items()}}
+    if jam is not None:
+        detail.update(mode="jam", **jam.as_dict())
+    return detail
 
 
 _TOPOLOGIES = ("bisect", "bridge", "ring", "majority", "minority-third", "isolate:<node>")

@@ -17,6 +17,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from chaos.faults.grudge import describe as describe_grudge
 from chaos.harness.faultstate import link_faults, rule_of
 from chaos.harness.schema import ENDABLE, LINK_ACTIONS, Step
 from chaos.net.base import Net
@@ -55,7 +56,7 @@ def _workload(step: Step, t: Target) -> Result:
 
 
 def _partition(step: Step, t: Target) -> Result:
-    return {"fault_id": t.net.partition(step.partition)}
+    return {"fault_id": t.net.partition(step.grudge, step.jam)}
 
 
 def _heal(step: Step, t: Target) -> Result:
@@ -172,6 +173,8 @@ def apply(step: Step, target: Target) -> Result:
     result = APPLY[step.action](step, target)
     if step.action in ENDABLE and result.get("fault_id"):
         target.opened[result["fault_id"]] = step
+        if step.ttl_s is not None:
+            target.net.lease(result["fault_id"], step.ttl_s)
     return result
 
 
@@ -240,6 +243,9 @@ def _describe_action(step: Step) -> str:
         return f"restart {step.restart_node}{delay}"
     if step.action == "end":
         return f"end {args}"
+    if step.action == "partition":
+        grudge = step.grudge if isinstance(step.grudge, str) else describe_grudge(step.grudge)
+        return f"partition {grudge}" + (f" ({step.jam.describe()})" if step.jam else "")
     if step.action == "fault":
         shown = ", ".join(f"{k}={v}" for k, v in args.args.items())
         return f"fault {args.name}({shown})"

@@ -67,7 +67,7 @@ class Loaded:
 _EXPECTED = {
     "int_type": "an integer", "int_parsing": "an integer", "int_from_float": "an integer",
     "float_type": "a number", "float_parsing": "a number", "bool_type": "true or false",
-    "bool_parsing": "true or false", "string_type": "text", "dict_type": "a mapping", "model_type": "a mapping",
+    "bool_parsing": "true or false", "string_type": "text", "partition_form": "text or a mapping", "dict_type": "a mapping", "model_type": "a mapping",
     "model_attributes_type": "a mapping", "list_type": "a list", "missing": "a value (required field missing)",
     "finite_number": "a finite number",
 }
@@ -179,6 +179,8 @@ def pydantic_problems(doc: Sourced, exc: pydantic.ValidationError) -> list[Probl
             text = f"unknown field {path[-1]!r}; expected one of {', '.join(allowed)}"
         elif err["type"] == "missing":
             text = "required field missing"
+        elif err["type"] == "value_error":  # a model's own check: its message says it all
+            text = str(err["ctx"]["error"])
         else:
             wanted = []
             for e, _ in errs:
@@ -336,6 +338,9 @@ class _Checker:
             if step.duration_s is not None and action not in ENDABLE:
                 self.add(path + ("duration_s",), f"duration_s ends the fault a step starts ({_endable()}); "
                                                  f"{_written(action)} starts none")
+            if step.ttl_s is not None and action not in ENDABLE:
+                self.add(path + ("ttl_s",), f"ttl_s leases the fault a step starts ({_endable()}); "
+                                            f"{_written(action)} starts none")
             key = self.key_of(path, action, action.replace("_", "-"))
             getattr(self, f"step_{action}")(key, step.args)
             if action == "end":
@@ -402,7 +407,10 @@ class _Checker:
 
     def step_partition(self, path: tuple[Any, ...], grudge: Any) -> None:
         from chaos.faults import grudge as grudges
+        from chaos.harness.schema import Partition
 
+        if isinstance(grudge, Partition):
+            path, grudge = path + ("grudge",), grudge.grudge
         if isinstance(grudge, str):
             self.guarded(path, lambda: grudges.parse_grudge(grudge, self.nodes, random.Random(0)))
             return

@@ -17,10 +17,12 @@ from __future__ import annotations
 from dataclasses import fields as dc_fields
 from typing import Annotated, Any, Literal, Optional, Union, get_args
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model, model_validator
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag, create_model,
+                      model_validator)
 from pydantic_core import PydanticCustomError
 
-from chaos.faults.grudge import DISTRIBUTIONS
+from chaos.faults.grudge import DISTRIBUTIONS, Jam
+from node.sim.jam import MAX_HELD, RELEASES
 from node.config import NODE_COUNT, check_node_count
 from node.errors import ConfigError, UsageError
 from node.layers import layer_choices
@@ -152,6 +154,44 @@ class Slow(Model):
     links: Optional[str] = None
 
 
+GrudgeSpec = Union[str, dict[NodeName, list[NodeName]]]
+
+
+class Partition(Model):
+    """`partition: {grudge: "n2<-n1", mode: jam, release: shuffle, cap: 500}`: the long form, for a jammed
+    partition (what crosses the cut is held and released at the heal) or to write `mode: drop` out."""
+
+    grudge: GrudgeSpec
+    mode: Literal["drop", "jam"] = "drop"
+    release: Optional[Literal[RELEASES]] = None
+    cap: Optional[Annotated[int, Field(ge=1, le=MAX_HELD)]] = None
+
+    @model_validator(mode="after")
+    def _jam_options(self) -> "Partition":
+        if self.mode != "jam" and (self.release is not None or self.cap is not None):
+            raise ValueError("release and cap belong to a jammed partition: add mode: jam")
+        return self
+
+    @property
+    def jam(self) -> Jam | None:
+        return Jam(self.release or "fifo", self.cap) if self.mode == "jam" else None
+
+
+def _partition_form(value: Any) -> str:
+    """Which form a partition is written in: the long form is the mapping with a `grudge` key."""
+    if isinstance(value, str):
+        return "Grudge"
+    if isinstance(value, Partition) or isinstance(value, dict) and "grudge" in value:
+        return "Partition"
+    return "GrudgeMap" if isinstance(value, dict) else None
+
+
+PartitionSpec = Annotated[Union[Annotated[str, Tag("Grudge")], Annotated[Partition, Tag("Partition")],
+                                Annotated[dict[NodeName, list[NodeName]], Tag("GrudgeMap")]],
+                          Discriminator(_partition_form, custom_error_type="partition_form",
+                                        custom_error_message="text or a mapping")]
+
+
 class Flaky(Model):
     loss_pct: Pct
     links: Optional[str] = None
@@ -227,9 +267,10 @@ class Step(Model):
     timeout_s: Optional[PositiveSeconds] = None
     id: Optional[StepId] = None
     duration_s: Optional[PositiveSeconds] = None
+    ttl_s: Optional[Annotated[float, Field(ge=0.5, le=86_400)]] = None
     note: str = ""
     workload: Optional[Workload] = None
-    partition: Optional[Union[str, dict[NodeName, list[NodeName]]]] = None
+    partition: Optional[PartitionSpec] = None
     heal: Optional[Literal["partition", "all"]] = None
     slow: Optional[Slow] = None
     fast: Optional[Literal["all"]] = None
@@ -264,6 +305,16 @@ class Step(Model):
         return self.timeout_s if self.timeout_s is not None else DEFAULT_AFTER_TIMEOUT_S
 
     @property
+    def grudge(self) -> GrudgeSpec | None:
+        """A partition step's grudge (None for other actions)."""
+        return self.partition.grudge if isinstance(self.partition, Partition) else self.partition
+
+    @property
+    def jam(self) -> Jam | None:
+        """A jammed partition step's release and cap (None for other steps)."""
+        return self.partition.jam if isinstance(self.partition, Partition) else None
+
+    @property
     def restart_node(self) -> str | None:
         """The node a restart step restarts (None for other actions)."""
         if self.restart is None:
@@ -280,7 +331,7 @@ class Step(Model):
 ACTIONS = ("workload", "partition", "heal", "slow", "fast", "flaky", "shape", "msg_fault", "inject", "pause",
            "resume", "kill", "start", "restart", "admin", "fault", "end")
 NO_ARGUMENT = ("heal", "fast")
-STEP_KEYS = ("at_s", "after", "delay_s", "timeout_s", "id", "duration_s", "note")
+STEP_KEYS = ("at_s", "after", "delay_s", "timeout_s", "id", "duration_s", "ttl_s", "note")
 # faults a step opens that `end: <id>` or the step's own `duration_s` can end (inject and restart are instants)
 ENDABLE = ("partition", "slow", "flaky", "shape", "msg_fault", "pause", "kill", "fault")
 LINK_ACTIONS = ("slow", "flaky", "shape")

@@ -4,7 +4,8 @@
 
 Verbs come in pairs and return the fault id of what they start (an instant, inject or restart, has no end):
 
-    partition(grudge) / heal()                 one-way cuts of the data traffic / the partition removed
+    partition(grudge, jam) / heal()            one-way cuts of the data traffic (jammed with `jam`: what crosses
+                                               them is held, then released at the heal) / the partition removed
     slow, flaky, shape / fast()                link faults (delay, jitter, loss, duplication, reordering, ...)
     msg_fault(rule)                            a protocol-aware rule on one message type
     end_rule(fault_id, rule)                   exactly that rule removed
@@ -12,6 +13,7 @@ Verbs come in pairs and return the fault id of what they start (an instant, inje
     inject(src, dst, data, count)              a forged datagram from `src`'s address
     pause/resume, kill/start, restart          process faults
     heal_all()                                 everything undone
+    lease(fault_id, ttl_s)                     the fault ends by itself once its controller stopped renewing it
 
 and the run's nodes through `client(node)` (the control API: health, state, workloads, admin), `node_state`
 (None when the node does not answer), `record` (the controller history) and `clock(...)` (wall or virtual time).
@@ -22,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Protocol
 
-from chaos.faults.grudge import LinkFault
+from chaos.faults.grudge import Jam, LinkFault
 from chaos.faults.msgrules import MsgRule
 
 LinkMatrix = Mapping[tuple[str, str], LinkFault]
@@ -60,7 +62,7 @@ class Net(Protocol):
     def client(self, node: str) -> NodeClient: ...
     def node_state(self, node: str) -> dict[str, Any] | None: ...
     def record(self, type_: str, **fields: Any) -> None: ...
-    def partition(self, grudge: Mapping[str, Iterable[str]] | str) -> str: ...
+    def partition(self, grudge: Mapping[str, Iterable[str]] | str, jam: Jam | None = None) -> str: ...
     def heal(self) -> None: ...
     def slow(self, delay_ms: float, jitter_ms: float = 0.0, links: Iterable[tuple[str, str]] | None = None,
              **more: float | str) -> str: ...
@@ -78,6 +80,7 @@ class Net(Protocol):
     def start(self, node: str) -> None: ...
     def restart(self, node: str) -> str: ...
     def heal_all(self) -> int: ...
+    def lease(self, fault_id: str, ttl_s: float) -> None: ...
 
 
 class WallClock:

@@ -1,6 +1,7 @@
 """The network-fault interface of one run: verbs in pairs, backends chosen by probing the kernel.
 
-    partition(grudge) / heal()          iptables drops on the receivers' INPUT (chaos.net.partition)
+    partition(grudge) / heal()          iptables drops on the receivers' INPUT (chaos.net.partition); jammed
+                                        (jam=Jam(...)): held by the senders' shapers, released at the heal
     slow(delay_ms, jitter_ms) / fast()  link faults on the senders' data traffic toward given peers
     flaky(loss_pct)                     (fast() also ends flaky, shape and message faults)
     shape(link_matrix)                  the whole per-link matrix at once
@@ -46,7 +47,7 @@ from chaos.net import partition
 from chaos.net.base import WallClock
 from chaos.net.backends import BACKENDS, capabilities, choose_backend, remote_capabilities
 from chaos.wire import probe
-from chaos.faults.grudge import Grudge, LinkFault, LinkMatrix
+from chaos.faults.grudge import Grudge, Jam, LinkFault, LinkMatrix
 from chaos.host.heal import heal_run
 from chaos.host.history import ControllerHistory
 from chaos.host.ledger import Entry, Ledger, namespace_gone
@@ -54,7 +55,7 @@ from chaos.host.netns import Netns
 from chaos.host.proc import run
 from chaos.hosts.remote import RemoteHost, closing, run_hosts
 from chaos.net.shaper import control as shaper_control
-from chaos.net import netem, statloss
+from chaos.net import lease, netem, statloss
 from chaos.faults.msgrules import MsgRule
 from chaos.net.shaper.spec import ShaperSpec, derive_seed
 from chaos.cluster.client import NodeClient
@@ -89,6 +90,8 @@ class DockerNet:
         self.run_dir = cluster.run_dir
         self.cluster_id = cluster_id_of(self.run_id)
         self.state_path = cluster.run_dir / "chaos" / "state.json"
+        self.leases = lease.Renewer(cluster.run_dir)
+        self.end_reason: str | None = None  # said in the `fault_end` of faults ended for a reason (a lease)
         self._namespaces: dict[str, Netns] | None = None
         self._hosts: dict[str, RemoteHost] | None = None
         self._load_state()
@@ -96,6 +99,7 @@ class DockerNet:
     # --- state ------------------------------------------------------------------------------------------------
     def _load_state(self) -> None:
         self.grudge: Grudge = {}
+        self.jam: Jam | None = None  # set while the partition `grudge` is jammed rather than dropped
         self.links: dict[tuple[str, str], tuple[LinkFault, str]] = {}
         self.rules: list[MsgRule] = []
         self.active: dict[str, dict[str, Any]] = {}  # fault_id -> {kind, detail}
@@ -112,10 +116,14 @@ class DockerNet:
         if applied & set(LINK_GROUPS):
             self.links = {(s, d): (LinkFault(**f), b) for s, d, f, b in data.get("links", [])}
             self.rules = [MsgRule(**r) for r in data.get("rules", [])]
+        if shaper_control.GROUP in applied and data.get("jam"):
+            self.jam = Jam(**data["jam"])
+            self.grudge = {k: frozenset(v) for k, v in data.get("grudge", {}).items()}
         self.active = data.get("active", {}) if applied else {}
 
     def _save_state(self) -> None:
         data = {"grudge": {k: sorted(v) for k, v in self.grudge.items()},
+                "jam": self.jam.as_dict() if self.jam else None,
                 "links": [[s, d, f.as_dict(), b] for (s, d), (f, b) in sorted(self.links.items())],
                 "rules": [asdict(r) for r in self.rules], "active": self.active}
         self.state_path.parent.mkdir(parents=True, exist_ok=True)
@@ -198,9 +206,54 @@ class DockerNet:
         for fault_id, info in list(self.active.items()):
             if info["kind"] in kinds and only(info):
                 del self.active[fault_id]
+                self.leases.end(fault_id)
+                reason = {"reason": self.end_reason} if self.end_reason else {}
                 self.history.emit("fault_end", fault_id=fault_id, kind=info["kind"], applied_ts=applied_ts,
-                                  effective_ts=effective_ts)
+                                  effective_ts=effective_ts, **reason)
         self._save_state()
+
+    # --- leases -----------------------------------------------------------------------------------------------
+    def lease(self, fault_id: str, ttl_s: float) -> None:
+        """Give the open fault `fault_id` a lease of `ttl_s`: this process renews it while it lives; a watchdog in
+        the namespace of the fault's first node ends the fault when nobody renewed it for `ttl_s`
+        (chaos.net.lease). Raises `UsageError` for a bad TTL or a fault that is not open."""
+        ttl_s = lease.check_ttl(ttl_s)
+        info = self.active.get(fault_id)
+        if info is None:
+            raise UsageError(f"no open fault {fault_id!r} to lease")
+        named = _names_in(info["detail"], set(self.nodes))
+        node = min(named, key=self.nodes.index) if named else self.nodes[0]
+        self.leases.add(fault_id, ttl_s)
+        lease.start_watchdog(self.ledger, self.run_id, fault_id, self.namespaces[node])
+        self.log(f"{fault_id}: lease of {ttl_s:g} s, renewed while this controller runs (watchdog in {node}'s "
+                 f"namespace)")
+
+    def end_fault(self, fault_id: str, reason: str | None = None) -> bool:
+        """End the open fault `fault_id` as its pair verb does (a partition healed, the links and the rule it set
+        removed, a paused node resumed, a killed one started), its `fault_end` saying `reason`. Returns False when
+        it is not open."""
+        info = self.active.get(fault_id)
+        if info is None:
+            return False
+        kind, detail = info["kind"], info["detail"]
+        self.end_reason = reason
+        try:
+            if kind == "partition":
+                self.heal()
+            elif kind in ("slow", "flaky", "shape"):
+                gone = {tuple(link.split("->")) for link in detail["links"]}
+                self.end_links(fault_id, {pair: f for pair, (f, _) in self.links.items() if pair not in gone})
+            elif kind == "msg_fault":
+                self.end_rule(fault_id, MsgRule(**detail))
+            elif kind == "pause":
+                self.resume(detail["node"])
+            elif kind == "kill":
+                self.start(detail["node"])
+            else:
+                self._end_one(fault_id)
+        finally:
+            self.end_reason = None
+        return True
 
     # --- partitions -------------------------------------------------------------------------------------------
     def _expected_reach(self, grudge: Mapping[str, Iterable[str]]) -> dict[tuple[str, str], bool]:
@@ -218,31 +271,63 @@ class DockerNet:
                                      hint="'splitlab heal' removes every fault")
         return when
 
-    def partition(self, grudge: Mapping[str, Iterable[str]] | str) -> str:
+    def partition(self, grudge: Mapping[str, Iterable[str]] | str, jam: Jam | None = None) -> str:
         """Cut the data traffic a grudge names (a string is parsed by `chaos.faults.grudge.parse_grudge`); replaces
-        the current partition. Returns the fault id. Raises `UsageError` for a bad grudge."""
+        the current partition. With `jam`, what crosses the cut is held by the senders' shapers instead of
+        dropped, and released at the heal (a jam replaced by another partition is released when it is replaced).
+        Returns the fault id. Raises `UsageError` for a bad grudge, `EnvironmentProblem` for a jam without
+        NFQUEUE."""
         if isinstance(grudge, str):
             grudge = grudges.parse_grudge(grudge, self.nodes, self.rng)
         grudges.check_grudge(grudge, self.nodes)
         grudge = grudges.union(grudge)
+        if jam is not None and not (caps := self._caps())["nfqueue"][0]:
+            raise EnvironmentProblem(f"a jammed partition needs NFQUEUE: {caps['nfqueue'][1]}")
         data_ips = {n.name: n.data_ip for n in self.cluster.nodes}
-        partition.apply(self.ledger, self.run_id, grudge, self.namespaces, data_ips)
+        if jam is None:  # the drops first, so that nothing slips through before an old jam lets go
+            partition.apply(self.ledger, self.run_id, grudge, self.namespaces, data_ips)
+        if jam is not None or self.jam is not None:
+            old = self.grudge, self.jam
+            self.grudge, self.jam = grudge, jam
+            try:
+                self._apply_links()
+            except BaseException:
+                self.grudge, self.jam = old
+                raise
+        if jam is not None:  # the jam holds before old drops go
+            partition.apply(self.ledger, self.run_id, {}, self.namespaces, data_ips)
         applied_ts = time.time()
         self.grudge = grudge
         effective_ts = self._effective(self._expected_reach(grudge))
-        self.log(f"partition {grudges.describe(grudge)}: backend iptables")
+        self.log(f"partition {grudges.describe(grudge)}: "
+                 + (f"{jam.describe()} (NFQUEUE shapers of the senders)" if jam else "backend iptables"))
         self._end_faults(["partition"], applied_ts, effective_ts)
-        return self._start_fault("partition", {"grudge": {k: sorted(v) for k, v in grudge.items()}},
-                                 applied_ts, effective_ts)
+        return self._start_fault("partition", grudges.partition_detail(grudge, jam), applied_ts, effective_ts)
 
     def heal(self) -> None:
-        """End the partition (link faults stay: that is `fast`)."""
+        """End the partition (link faults stay: that is `fast`); what a jammed one held goes on now."""
         partition.heal(self.ledger, self.run_id)
+        jammed = self.jam is not None
+        if jammed:
+            senders = {src for src, _ in grudges.cut_links(self.grudge)}
+            self.grudge, self.jam = {}, None
+            self._apply_links()
         applied_ts = time.time()
         self.grudge = {}
         effective_ts = self._effective(self._expected_reach({}))
-        self.log("heal: partition removed")
+        self.log("heal: partition removed" + (f"; jammed packets released so far: {self._jam_counts(senders)}"
+                                              if jammed else ""))
         self._end_faults(["partition"], applied_ts, effective_ts)
+
+    def _jam_counts(self, nodes: Iterable[str]) -> str:
+        """The jam counters of `nodes`' shapers, e.g. `n1: 120 held, 120 released, 0 dropped by the cap`."""
+        out = []
+        for node in sorted(nodes):
+            host = self.hosts[self.cluster.node(node).host] if self.multi_host else None
+            stats = shaper_control.read_stats(self.cluster.run_dir, node, host)
+            out.append(f"{node}: {stats.get('jam_held', 0)} held, {stats.get('jam_released', 0)} released, "
+                       f"{stats.get('jam_dropped', 0)} dropped by the cap")
+        return "; ".join(out)
 
     # --- link faults ------------------------------------------------------------------------------------------
     def _scope(self, links: Iterable[tuple[str, str]] | None) -> list[tuple[str, str]]:
@@ -262,13 +347,17 @@ class DockerNet:
         rules_of = {n: [r for r in self.rules if r.src == n] for n in self.nodes}
         if self.rules and not caps["nfqueue"][0]:
             raise EnvironmentProblem(f"message faults need NFQUEUE: {caps['nfqueue'][1]}")
+        jams_of: dict[str, dict[str, Jam]] = {n: {} for n in self.nodes}
+        if self.jam is not None:
+            for src, dst in grudges.cut_links(self.grudge):
+                jams_of[src][ips[dst]] = self.jam
         outstanding = {e.group + ":" + (e.node or "") for e in self.ledger.outstanding()}
 
         def one(node: str) -> None:
             ns = self.namespaces[node]
-            if per["nfqueue"][node] or rules_of[node]:
+            if per["nfqueue"][node] or rules_of[node] or jams_of[node]:
                 spec = ShaperSpec(self.run_id, node, seed=derive_seed(self.seed, "shaper", node),
-                                  links=per["nfqueue"][node], rules=rules_of[node],
+                                  links=per["nfqueue"][node], rules=rules_of[node], jams=jams_of[node],
                                   names={ip: name for name, ip in ips.items()})
                 shaper_control.ensure(self.ledger, ns, spec)
             elif f"{shaper_control.GROUP}:{node}" in outstanding:
@@ -382,11 +471,14 @@ class DockerNet:
             self._end_faults([info["kind"]], time.time(), None, only=lambda other: other is info)
 
     def fast(self) -> None:
-        """End every link fault and message rule (slow, flaky, shape, msg-fault)."""
+        """End every link fault and message rule (slow, flaky, shape, msg-fault); a jammed partition stays."""
         self.links, self.rules = {}, []
-        shaped = shaper_control.shaped_nodes(self.ledger)
-        self.ledger.heal(lambda e: e.group in LINK_GROUPS)
-        self._report_shapers(shaped)
+        if self.jam is not None:  # the shapers keep holding the jam
+            self._apply_links()
+        else:
+            shaped = shaper_control.shaped_nodes(self.ledger)
+            self.ledger.heal(lambda e: e.group in LINK_GROUPS)
+            self._report_shapers(shaped)
         applied_ts = time.time()
         self.log("fast: every link fault removed")
         self._end_faults(["slow", "flaky", "shape", "msg_fault"], applied_ts, None)
@@ -501,10 +593,10 @@ class DockerNet:
                  (namespace_gone(e, runner) or e.group == shaper_control.GROUP)}
         if stale:
             self.ledger.heal(lambda e: e.id in stale)
-        if self.grudge:
+        if self.grudge and self.jam is None:
             partition.apply(self.ledger, self.run_id, self.grudge, self.namespaces,
                             {n.name: n.data_ip for n in self.cluster.nodes})
-        if self.links or self.rules:
+        if self.links or self.rules or self.jam:
             self._apply_links()
         self.log(f"start {node}: docker start, faults re-applied to its new namespace")
         self._end_faults(["kill"], time.time(), None, only=lambda i: i["detail"]["node"] == node)
@@ -526,7 +618,8 @@ class DockerNet:
         count = heal_run(self.cluster.run_dir, self.run_id, log=self.log, missing_ok=True,
                          endpoints=(lambda: running_endpoints(self.run_id)) if self.verify else None)
         self._report_shapers(shaped)
-        self.grudge, self.links, self.rules, self.active = {}, {}, [], {}
+        self.leases.end_all()
+        self.grudge, self.jam, self.links, self.rules, self.active = {}, None, {}, [], {}
         self._namespaces = None
         return count
 
@@ -539,6 +632,17 @@ class DockerNet:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _names_in(detail: Any, nodes: set[str]) -> set[str]:
+    """The node names a fault's detail mentions (as keys, values or ends of `a->b` links)."""
+    if isinstance(detail, dict):
+        return set().union(*(_names_in(k, nodes) | _names_in(v, nodes) for k, v in detail.items()))
+    if isinstance(detail, list):
+        return set().union(*(_names_in(v, nodes) for v in detail))
+    if isinstance(detail, str):
+        return {part for part in detail.split("->") if part in nodes}
+    return set()
 
 
 def running_endpoints(run_id: str) -> dict[str, probe.Endpoint] | None:

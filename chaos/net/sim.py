@@ -4,7 +4,7 @@ and the verbs below. The history is written like a container run's (events/<node
 events/controller.jsonl), so the same analysis and expectations judge it.
 
     workloads           application sends at the given rate (waits while the send window is full)
-    partition / heal    one-way cuts of the simulated network / all cuts removed
+    partition / heal    one-way cuts (or jams: held, released at the heal) of the simulated network / all removed
     slow, flaky, shape  per-link delay, jitter, loss, duplication, reordering; fast: links back to default
     msg_fault           drop, drop-first:N, drop-nth:N, drop-every:N, drop-range:A-B, delay:MS, hold:MS, matched
                         by conn_id, seqno and first through node.sim.faults `where` predicates
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from chaos.faults import grudge as grudges
-from chaos.faults.grudge import LinkFault
+from chaos.faults.grudge import Jam, LinkFault
 from chaos.faults.msgrules import MsgRule
 from chaos.net.shaper.spec import derive_seed
 from node.core import make_payload
@@ -307,18 +307,27 @@ class SimNet:
     def is_active(self, fault_id: str) -> bool:
         return fault_id in self.active
 
+    def lease(self, fault_id: str, ttl_s: float) -> None:
+        """A lease guards against a controller that dies; the simulator is its own controller and cannot die
+        apart from its faults, so a lease is checked and kept, never expires."""
+        from chaos.net.lease import check_ttl
+
+        check_ttl(ttl_s)
+
     # --- partitions -----------------------------------------------------------------------------------------
-    def partition(self, grudge: Mapping[str, Iterable[str]] | str) -> str:
+    def partition(self, grudge: Mapping[str, Iterable[str]] | str, jam: Jam | None = None) -> str:
         if isinstance(grudge, str):
             grudge = grudges.parse_grudge(grudge, self._nodes, self.topologies)
         grudges.check_grudge(grudge, self._nodes)
         grudge = grudges.union(grudge)
         self.sim.heal()
-        for dst, srcs in sorted(grudge.items()):
-            for src in sorted(srcs):
+        for src, dst in sorted(grudges.cut_links(grudge)):
+            if jam is None:
                 self.sim.partition(src, dst)
+            else:
+                self.sim.jam(src, dst, jam.release, jam.cap)
         self._end_faults(("partition",))
-        return self._start_fault("partition", {"grudge": {k: sorted(v) for k, v in grudge.items()}})
+        return self._start_fault("partition", grudges.partition_detail(grudge, jam))
 
     def heal(self) -> None:
         self.sim.heal()

@@ -1,7 +1,9 @@
-"""The simulated network: per directed link loss, delay, jitter, duplication and reordering, and one-way cuts.
+"""The simulated network: per directed link loss, delay, jitter, duplication and reordering, one-way cuts and
+jammed links.
 
-Faults are data: a `LinkSpec` per directed link (a default for the others) and a set of cut links (a -> b cut
-while b -> a works). `Network.fates` decides what becomes of one datagram with the simulator's single seeded
+Faults are data: a `LinkSpec` per directed link (a default for the others), a set of cut links (a -> b cut
+while b -> a works) and jammed links, whose datagrams are held (`node.sim.jam.JamQueue`) until the link is healed
+and then sent on. `Network.fates` decides what becomes of one datagram with the simulator's single seeded
 `random.Random`, drawing in a fixed order so a seed reproduces a run.
 """
 from __future__ import annotations
@@ -10,6 +12,7 @@ import random
 from dataclasses import dataclass, fields
 
 from node.errors import UsageError
+from node.sim.jam import JamQueue
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,7 @@ class Network:
         self.default = default if default is not None else LinkSpec()
         self.links: dict[tuple[str, str], LinkSpec] = {}
         self.cuts: set[tuple[str, str]] = set()
+        self.jams: dict[tuple[str, str], JamQueue[bytes]] = {}
 
     def spec(self, src: str, dst: str) -> LinkSpec:
         return self.links.get((src, dst), self.default)
@@ -56,15 +60,36 @@ class Network:
         """Drop everything from `src` to `dst` (one way)."""
         self.cuts.add((src, dst))
 
-    def heal(self, src: str | None = None, dst: str | None = None) -> None:
-        """Remove the cut src -> dst, or every cut when both are None."""
+    def jam(self, src: str, dst: str, release: str = "fifo", cap: int | None = None) -> None:
+        """Hold everything from `src` to `dst` (one way) until the link is healed; `release` and `cap` as
+        `node.sim.jam.JamQueue` takes them. Raises `UsageError` for a bad release or cap."""
+        self.cuts.discard((src, dst))
+        self.jams[(src, dst)] = JamQueue(release, cap)
+
+    def heal(self, src: str | None = None, dst: str | None = None) -> list[tuple[str, str, bytes]]:
+        """Remove the cut or jam src -> dst, or every one when both are None. Returns what the healed jams held,
+        as (src, dst, datagram) in release order, for the caller to send on."""
+        links = list(self.jams) if src is None and dst is None else [(src, dst)]
         if src is None and dst is None:
             self.cuts.clear()
         else:
             self.cuts.discard((src, dst))
+        released = []
+        for link in sorted(link for link in links if link in self.jams):
+            for data in self.jams.pop(link).release(self.rng):
+                released.append((*link, data))
+        return released
 
     def is_cut(self, src: str, dst: str) -> bool:
         return (src, dst) in self.cuts
+
+    def held_by_jam(self, src: str, dst: str, data: bytes) -> bool:
+        """Hold `data` if src -> dst is jammed (True), else leave it to the caller (False)."""
+        queue = self.jams.get((src, dst))
+        if queue is None:
+            return False
+        queue.hold(data)
+        return True
 
     def fates(self, src: str, dst: str) -> list[float]:
         """Delays in seconds of the copies of one datagram that arrive (empty: lost). Cuts are checked by the

@@ -16,7 +16,8 @@ reproduce a run; put it in assertion messages.
 
 Records: deliveries per receiver and sender (`delivered`), and a history-like list of event dicts (`events`,
 each with `ts` in virtual seconds and `node`). `counters` are the network's: datagrams lost, cut (when sent or
-on arrival), duplicated, faulted, sent to an unknown member; each member's driver counts its own.
+on arrival), held by a jam, released or dropped by one, duplicated, faulted, sent to an unknown member; each
+member's driver counts its own.
 
 `restart_member` replaces a member's driver and stack by fresh ones, as a process restart does: its timers go,
 its datagrams carry a new incarnation, and receivers tell their layers (`node.incarnation`) as the runtime does.
@@ -197,11 +198,21 @@ class Simulator:
         self.network.cut(a, b)
         self.network.cut(b, a)
 
+    def jam(self, src: str, dst: str, release: str = "fifo", cap: int | None = None) -> None:
+        """Jam src -> dst only: its datagrams (also those in flight, on arrival) are held, at most `cap` (the
+        oldest dropped beyond it), and sent on at the heal in order (`fifo`) or shuffled (`shuffle`)."""
+        self.network.jam(src, dst, release, cap)
+
     def heal(self, src: str | None = None, dst: str | None = None) -> None:
-        """Remove the cut src -> dst, or every cut when no link is named (links and message faults stay)."""
+        """Remove the cut or jam src -> dst, or every one when no link is named (links and message faults stay).
+        What a jam held is sent on now, through the link's delay and loss, in its release order."""
         if (src is None) != (dst is None):
             raise UsageError("heal: name both ends of the link, or neither to heal every cut")
-        self.network.heal(src, dst)
+        jams = {link: q for link, q in self.network.jams.items() if src is None or link == (src, dst)}
+        self.counters["jam_dropped"] += sum(q.dropped for q in jams.values())
+        for link_src, link_dst, data in self.network.heal(src, dst):
+            self.counters["jam_released"] += 1
+            self._send_data(link_src, link_dst, data, 0.0)
 
     def drop_next(self, src: str | None, dst: str | None, msg_type: type[Message] | str | None,
                   where: Callable[[Message], bool] | None = None, count: int = 1) -> int:
@@ -354,6 +365,9 @@ class Simulator:
         if src is not None and self.network.is_cut(src, dst):
             self.counters["cut_on_arrival"] += 1
             return
+        if src is not None and self.network.held_by_jam(src, dst, data):
+            self.counters["jam_held"] += 1
+            return
         driver = self.drivers.get(dst)
         if driver is None:
             self.counters["to_unknown_member"] += 1
@@ -394,11 +408,17 @@ class Simulator:
         for data in self.drivers[src].datagrams(msgs):
             if self.network.is_cut(src, dst):
                 self.counters["cut"] += 1
-                continue
-            fates = self.network.fates(src, dst)
-            if not fates:
-                self.counters["lost"] += 1
-            elif len(fates) > 1:
-                self.counters["duplicated"] += 1
-            for delay_s in fates:
-                self._push(self.now_s + extra_s + delay_s, _DGRAM, (src, dst, data))
+            elif self.network.held_by_jam(src, dst, data):
+                self.counters["jam_held"] += 1
+            else:
+                self._send_data(src, dst, data, extra_s)
+
+    def _send_data(self, src: str, dst: str, data: bytes, extra_s: float) -> None:
+        """One datagram onto the link src -> dst: its loss, duplication and delay."""
+        fates = self.network.fates(src, dst)
+        if not fates:
+            self.counters["lost"] += 1
+        elif len(fates) > 1:
+            self.counters["duplicated"] += 1
+        for delay_s in fates:
+            self._push(self.now_s + extra_s + delay_s, _DGRAM, (src, dst, data))

@@ -30,7 +30,7 @@ from chaos.cluster import lifecycle as clusters
 from chaos.wire import cutwatch, inject, probe
 from chaos.wire.capture import read_pcap
 from chaos.host.ledger import Ledger, process_cmdline
-from chaos.faults.grudge import LinkFault
+from chaos.faults.grudge import Jam, LinkFault
 from chaos.net.docker import DockerNet
 from chaos.net.backends import capabilities
 from chaos.host.netns import socket_in
@@ -280,6 +280,87 @@ def test_a_one_way_cut_lands_on_its_link_only_and_the_traffic_times_it(run, net)
     assert sorted(healed.unswitched) == [("n1", "n3"), ("n2", "n1")], healed
 
 
+JAM_PORT = 7196
+
+
+def _numbered(run, src: str, dst: str, numbers: range):
+    """A listener in `dst`'s namespace, after `numbers` were sent to it from `src`'s as 4-byte datagrams."""
+    eps = endpoints(run)
+    listener = socket_in(eps[dst].pid, socket.AF_INET, socket.SOCK_DGRAM)
+    sender = socket_in(eps[src].pid, socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        listener.bind((eps[dst].ip, JAM_PORT))
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+        sender.bind((eps[src].ip, 0))
+        for number in numbers:
+            sender.sendto(number.to_bytes(4, "big"), (eps[dst].ip, JAM_PORT))
+    except BaseException:
+        listener.close()
+        raise
+    finally:
+        sender.close()
+    return listener
+
+
+def _drain(listener, quiet_s: float = 0.5) -> list[int]:
+    """The numbers the listener got, in arrival order, until nothing came for `quiet_s`."""
+    got = []
+    listener.settimeout(quiet_s)
+    try:
+        while True:
+            got.append(int.from_bytes(listener.recv(16), "big"))
+    except socket.timeout:
+        return got
+
+
+def test_a_jammed_one_way_cut_holds_what_crosses_and_releases_it_at_the_heal(run, net):
+    """What n1 sends n2 under a jam arrives only at the heal: all of it in order (fifo); shuffled and only the
+    newest `cap` (shuffle, cap), the rest counted as dropped; the other direction flows all along."""
+    ok, detail = capabilities()["nfqueue"]
+    if not ok:
+        pytest.skip(f"jammed partitions need NFQUEUE: {detail}")
+    net.partition("n2<-n1", jam=Jam("fifo"))
+    assert [p for p, ok in probe.reachability(endpoints(run), [("n1", "n2"), ("n2", "n1")]).items() if not ok] \
+        == [("n1", "n2")]
+    listener = _numbered(run, "n1", "n2", range(300))
+    with listener, _numbered(run, "n2", "n1", range(5)) as back:
+        assert _drain(listener) == []  # held, not delivered
+        assert _drain(back) == list(range(5))  # n2 -> n1 is not jammed
+        net.heal()
+        assert _drain(listener) == list(range(300))
+    net.partition("n2<-n1", jam=Jam("shuffle", cap=100))  # a shaper of its own: the heal ended the last one
+    with _numbered(run, "n1", "n2", range(400)) as listener:
+        assert _drain(listener) == []
+        net.heal()
+        got = _drain(listener)
+    stats = shaper_control.read_stats(run.run_dir, "n1")  # its last counters, written as it ended
+    assert len(got) == len(set(got)) and got != sorted(got), got  # shuffled, once each
+    assert 90 <= len(got) <= 100 and min(got) >= 300 - 10, got  # the newest (a heartbeat or two may hold a place)
+    assert stats["jam_dropped"] >= 300 and stats["jam_released"] == 100 and stats["jammed"] == 0, stats
+
+
+def test_a_jam_whose_controller_was_killed_is_released_by_splitlab_heal(run, net):
+    ok, detail = capabilities()["nfqueue"]
+    if not ok:
+        pytest.skip(f"jammed partitions need NFQUEUE: {detail}")
+    proc = chaoscli("partition", "n3<-n1", "--jam", "--run-id", run.run_id, "--hold")
+    try:
+        line = proc.stdout.readline()
+        while line and "jammed" not in line:
+            line = proc.stdout.readline()
+        assert "jammed, released fifo" in line, line
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    with _numbered(run, "n1", "n3", range(50)) as listener:
+        assert _drain(listener) == []
+        healed = subprocess.run([sys.executable, "-m", "chaos.cli.main", "heal", "--run-id", run.run_id],
+                                capture_output=True, text=True, timeout=60)
+        assert healed.returncode == 0, healed.stdout + healed.stderr
+        assert _drain(listener) == list(range(50))  # nothing the jam held was lost with its controller
+    assert leftovers(run) == []
+
+
 def test_protocol_aware_drop_removes_only_the_matched_message_type(run, net):
     net.msg_fault(MsgRule(type=wire.Heartbeat.TYPE, src="n1", dst="n2", action="drop"))
     time.sleep(SETTLE_S)
@@ -386,6 +467,31 @@ def test_sigkill_of_the_controller_mid_fault_then_heal_leaves_nothing(run, net):
     assert all(probe.reachability(endpoints(run), [(a, b) for a in run.names for b in run.names if a != b]).values())
     events = (run.run_dir / "events" / "controller.jsonl").read_text()
     assert '"type":"heal"' in events and '"kind":"partition"' in events
+
+
+def test_a_leased_fault_heals_by_itself_after_its_controller_was_sigkilled(run, net):
+    """`--ttl-s`: while the controller runs it renews the lease; killed, it renews nothing, and the watchdog in
+    n2's namespace ends the partition once the TTL passed, with a fault_end that says why."""
+    ttl_s = 2.0
+    proc = chaoscli("partition", "n2<-n1", "--run-id", run.run_id, "--hold", "--ttl-s", str(ttl_s))
+    try:
+        line = proc.stdout.readline()
+        while line and "lease of" not in line:
+            line = proc.stdout.readline()
+        assert "lease of 2 s" in line, line
+        time.sleep(ttl_s)  # renewed meanwhile: still cut
+        assert not probe.reachability(endpoints(run), [("n1", "n2")])[("n1", "n2")]
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    killed_s = time.monotonic()
+    assert not probe.reachability(endpoints(run), [("n1", "n2")])[("n1", "n2")]  # the fault outlived its controller
+    wait_for(lambda: probe.reachability(endpoints(run), [("n1", "n2")])[("n1", "n2")], timeout_s=ttl_s + 5,
+             what="the lease's watchdog to heal n2<-n1")
+    assert time.monotonic() - killed_s >= ttl_s - 2 * ttl_s / 3  # not before the last renewal's lease expired
+    ends = [json.loads(line) for line in (run.run_dir / "events" / "controller.jsonl").read_text().splitlines()]
+    assert [e.get("reason") for e in ends if e["type"] == "fault_end"][-1] == "lease_expired"
+    wait_for(lambda: leftovers(run) == [], timeout_s=5, what="the watchdog to settle its ledger entry")
 
 
 @pytest.mark.parametrize("argv, fragment", [

@@ -16,6 +16,7 @@ import pytest
 from chaos.cli import faults
 from chaos.cli.main import build_parser, main as splitlab, parse
 from chaos.faults import msgrules
+from chaos.faults.grudge import Jam
 from chaos.host.ledger import Entry, Ledger
 
 REPO = Path(__file__).resolve().parents[2]
@@ -48,7 +49,7 @@ def test_the_tree_holds_every_verb_and_no_second_heal(capsys):
     assert splitlab(["--help"]) == 0
     top = {path[0] for path in VERBS}
     assert top == {"images", "up", "down", "ps", "doctor", "compose-template", "chaos", "heal", "run", "replay",
-                   "sim", "torture", "demo", "analyze", "fuzz", "spark", "spark-cluster", "bed"}
+                   "sim", "torture", "demo", "analyze", "fuzz", "spark", "spark-cluster", "bed", "metrics", "top"}
     assert [p for p in VERBS if "heal" in p] == [("heal",)]  # `splitlab chaos heal` is `unpartition` now
     assert ("chaos", "unpartition") in VERBS
 
@@ -229,7 +230,10 @@ def fake_net(monkeypatch) -> _FakeNet:
 
 
 @pytest.mark.parametrize("argv, calls, left_in_place", [
-    (["partition", "n2<-n1"], [("partition", "n2<-n1")], True),
+    (["partition", "n2<-n1"], [("partition", "n2<-n1", None)], True),
+    (["partition", "n2<-n1", "--jam"], [("partition", "n2<-n1", Jam())], True),
+    (["partition", "n1<->n2", "--jam", "--release", "shuffle", "--cap", "9"],
+     [("partition", "n1<->n2", Jam("shuffle", 9))], True),
     (["unpartition"], [("heal",)], False),  # the partition only: Net.heal, not heal_all
     (["fast"], [("fast",)], False),
     (["shape", "n1->n2:delay_ms=20"], [("shape", "n1->n2:delay_ms=20")], True),
@@ -240,7 +244,7 @@ def fake_net(monkeypatch) -> _FakeNet:
     (["kill", "n2"], [("kill", "n2")], True),
     (["start", "n2"], [("start", "n2")], False),
     (["restart", "n2"], [("restart", "n2")], False),
-    (["partition", "n2<-n1", "--duration-s", "0.01"], [("partition", "n2<-n1"), ("heal_all",)], False),
+    (["partition", "n2<-n1", "--duration-s", "0.01"], [("partition", "n2<-n1", None), ("heal_all",)], False),
 ])
 def test_each_chaos_verb_asks_the_net_for_its_fault(argv, calls, left_in_place, fake_net, capsys):
     assert splitlab(["chaos", *argv]) == 0
@@ -270,6 +274,15 @@ def test_msg_fault_refuses_a_bad_action_before_looking_for_the_cluster(monkeypat
     assert splitlab(["chaos", "msg-fault", "--type", "UnicastData", "--from", "n1", "--to", "n2",
                      "--action", "drop-range:7-3"]) == 2
     assert "drop-range needs seqnos 0 <= A <= B" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, fragment", [(["--cap", "5"], "belong to a jammed partition: add --jam"),
+                                             (["--jam", "--cap", "0"], "cap must be a whole number"),
+                                             (["--release", "fifo"], "add --jam")])
+def test_partition_refuses_bad_jam_options_before_looking_for_the_cluster(argv, fragment, monkeypatch, capsys):
+    monkeypatch.setattr(faults, "_net", lambda args: pytest.fail("the cluster was looked up"))
+    assert splitlab(["chaos", "partition", "n2<-n1", *argv]) == 2
+    assert fragment in capsys.readouterr().err
 
 
 def test_python_m_pipeline_is_the_analyze_verb():

@@ -4,9 +4,11 @@ namespace (the controller starts it with `nsenter -t PID -n`).
 It binds the spec's queue (NetfilterQueue, over libnetfilter_queue), lets `Engine` decide per packet, keeps
 delayed packets on a timer heap and gives their verdicts when due (the kernel holds the packets meanwhile), and
 sends extra packets (duplicates, split-off messages) with `resend.ExtraSender`: the kernel fragments those above
-the MTU, and they carry the bypass mark, so they skip the queue. One thread, one selector: the queue socket, a
+the MTU, and they carry the bypass mark, so they skip the queue. A jammed peer's packets are copied and dropped
+from the queue (a packet the kernel holds stays charged to the sender's socket buffer, and the node would stop
+sending to everyone once a few hundred were held); they go out the same way when the jam is lifted. One thread, one selector: the queue socket, a
 signal wake-up pipe and the heap's next due time. SIGHUP reloads the spec (held packets stay scheduled);
-SIGTERM/SIGINT releases every held packet at once and exits. It prints `ready <pid>` on stdout once bound, writes
+SIGTERM/SIGINT releases every held and jammed packet at once and exits. It prints `ready <pid>` on stdout once bound, writes
 `<spec>.gen` with the generation it runs and `<spec>.stats` (counters, JSON; extra packets not sent, by reason,
 in `extra_send_failed`) at most once a second and when it ends.
 
@@ -94,13 +96,17 @@ class Shaper:
     def stats(self, now_s: float, force: bool = False) -> None:
         if force or now_s - self._stats_at_s >= STATS_EVERY_S:
             self._stats_at_s = now_s
-            data = dict(self.engine.stats, **self.sender.stats(), held=len(self.heap),
+            data = dict(self.engine.stats, **self.sender.stats(), held=len(self.heap), jammed=self.engine.jammed,
                         generation=self.engine.spec.generation, rule_matches=self.engine.book.counters(),
                         scheduling=self.scheduling)
             self._write(".stats", json.dumps(data, sort_keys=True))
 
     def reload(self) -> None:
         self.engine = Engine(self._load(), previous=self.engine)
+        for packet in self.engine.lifted:
+            self.sender.send(packet)
+        self.engine.lifted = []
+        self.stats(time.monotonic(), force=True)
         self._write(".gen", str(self.engine.spec.generation))
 
     def run(self) -> int:
@@ -138,7 +144,9 @@ class Shaper:
                     self.signals.discard(signal.SIGHUP)
                     self.reload()
         finally:
-            while self.heap:  # ending must not lose what was held: release it all now
+            for packet in self.engine.release_all():  # ending must not lose what was held: release it all now
+                self.sender.send(packet)
+            while self.heap:
                 self._release(heapq.heappop(self.heap)[2])
             self.stats(time.monotonic(), force=True)
             self.nfq.unbind()

@@ -1,6 +1,9 @@
 """The shaper's decisions, pure and seeded: given a packet and the time, what happens to it and when.
 
 For each IPv4/UDP packet toward a shaped peer:
+0. a jammed peer (a jammed partition): the packet is held whole (`node.sim.jam.JamQueue`, the oldest dropped
+   beyond the cap) and handed back, in the jam's release order, when a reload lifts the jam (`lifted`) or the
+   shaper ends (`release_all`); nothing else applies to it;
 1. message rules (if any for that peer): the datagram is dissected (chaos.wire.dissect); each message is kept,
    dropped, duplicated or diverted to a later time by the first matching rule; the original packet is rewritten
    to carry what is kept, and diverted or duplicated messages become packets of their own (`extra`);
@@ -24,6 +27,7 @@ from chaos.net.shaper import disttable, ipv4
 from chaos.faults.msgrules import DROP, DUPLICATE, PASS, RuleBook
 from chaos.net.shaper.spec import ShaperSpec
 from node import wire
+from node.sim.jam import JamQueue, release_all
 
 
 @dataclass
@@ -49,10 +53,30 @@ class Engine:
         self.busy_until_s: dict[str, float] = {}
         self.draws: dict[str, disttable.Correlated] = {}
         self.stats: Counter[str] = Counter()
+        self.jams: dict[str, JamQueue[bytes]] = {}
+        self.lifted: list[bytes] = []  # what the jams this spec lifted held, in release order: to send now
         if previous is not None:
             self.book.carry_from(previous.book)
             self.busy_until_s = dict(previous.busy_until_s)
             self.stats = previous.stats
+            self.jams = {ip: q for ip, q in previous.jams.items() if ip in spec.jams}
+            self.lifted = release_all([q for ip, q in sorted(previous.jams.items()) if ip not in spec.jams],
+                                      self.rng)
+            self.stats["jam_released"] += len(self.lifted)
+        for ip, jam in spec.jams.items():
+            if ip not in self.jams:
+                self.jams[ip] = JamQueue(jam.release, jam.cap)
+
+    def release_all(self) -> list[bytes]:
+        """What every jam holds, in release order (the shaper is ending: nothing held may be lost)."""
+        out = release_all([q for _, q in sorted(self.jams.items())], self.rng)
+        self.stats["jam_released"] += len(out)
+        return out
+
+    @property
+    def jammed(self) -> int:
+        """Packets the jams hold now."""
+        return sum(len(q) for q in self.jams.values())
 
     def process(self, now_s: float, raw: bytes) -> Verdict:
         pkt = ipv4.parse(raw)
@@ -60,6 +84,12 @@ class Engine:
             self.stats["not_udp"] += 1
             return Verdict(now_s)
         self.stats["packets"] += 1
+        jam = self.jams.get(pkt.dst)
+        if jam is not None:
+            self.stats["jam_held"] += 1
+            if jam.hold(raw) is not None:
+                self.stats["jam_dropped"] += 1
+            return Verdict(None)
         verdict = Verdict(now_s)
         dst_name = self.names.get(pkt.dst)
         if dst_name is not None and self.book.for_dst(dst_name):

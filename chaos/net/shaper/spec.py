@@ -1,5 +1,5 @@
 """What one shaper process does, as data: its queue, mark and seed, the link faults toward each peer address,
-and the message rules. Written by the controller as JSON next to the run, read by the shaper on start and on
+the jammed peer addresses (a jammed partition: held until the jam is lifted), and the message rules. Written by the controller as JSON next to the run, read by the shaper on start and on
 SIGHUP; `generation` grows with every change so the controller can see when a reload took effect."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from chaos.faults.grudge import LinkFault
+from chaos.faults.grudge import Jam, LinkFault
 from chaos.faults.msgrules import MsgRule
 from node.errors import EnvironmentProblem
 
@@ -34,17 +34,19 @@ class ShaperSpec:
     links: dict[str, LinkFault] = field(default_factory=dict)  # destination data IP -> fault
     rules: list[MsgRule] = field(default_factory=list)
     names: dict[str, str] = field(default_factory=dict)  # data IP -> node name
+    jams: dict[str, Jam] = field(default_factory=dict)  # destination data IP -> how its held packets go at the heal
 
     @property
     def destinations(self) -> list[str]:
-        """Every data IP whose traffic the shaper must see (link faults or message rules)."""
+        """Every data IP whose traffic the shaper must see (link faults, jams or message rules)."""
         by_name = {name: ip for ip, name in self.names.items()}
-        ips = set(self.links) | {by_name[r.dst] for r in self.rules if r.dst in by_name}
+        ips = set(self.links) | set(self.jams) | {by_name[r.dst] for r in self.rules if r.dst in by_name}
         return sorted(ips)
 
     def to_json(self) -> str:
         data = asdict(self)
         data["links"] = {ip: f.as_dict() for ip, f in self.links.items()}
+        data["jams"] = {ip: j.as_dict() for ip, j in self.jams.items()}
         return json.dumps(data, indent=1, sort_keys=True)
 
     @classmethod
@@ -52,6 +54,7 @@ class ShaperSpec:
         data = json.loads(text)
         data["links"] = {ip: LinkFault(**f) for ip, f in data["links"].items()}
         data["rules"] = [MsgRule(**r) for r in data["rules"]]
+        data["jams"] = {ip: Jam(**j) for ip, j in data.get("jams", {}).items()}
         return cls(**data)
 
     def write(self, path: Path) -> None:
