@@ -16,6 +16,8 @@ Routes (all need `Authorization: Bearer <token>`):
 - `POST /admin/close`, `/admin/remove`, `/admin/remove_receive`, `/admin/sync` `{"peer": "n1"}`: the unicast
   layer's admin operations (close both connections to the peer: CLOSING in unicast3; remove both at once; drop
   the receive window; the SYNC handshake of unicast3).
+- `GET /metrics`: the same state in the Prometheus text format (node/metrics.py), read at scrape time; a
+  scraper sends the token as a bearer token (Prometheus: `authorization: {credentials_file: runs/<id>/token}`).
 
 Bad requests get 400 with `{"error": "..."}`; a missing or wrong token gets 401.
 """
@@ -28,6 +30,7 @@ from typing import Any, Awaitable, Callable
 
 from aiohttp import web
 
+from node import metrics
 from node.errors import UsageError
 from node.multicast import MAX_PAYLOAD_BYTES as MULTICAST_MAX_PAYLOAD_BYTES
 from node.runtime import NodeRuntime
@@ -81,6 +84,12 @@ def make_app(runtime: NodeRuntime, token: str) -> web.Application:
     async def state(request: web.Request) -> web.Response:
         return web.json_response(runtime.state())
 
+    scraped = metrics.registry(runtime.state)
+
+    async def metrics_text(request: web.Request) -> web.Response:
+        body_bytes, content_type = metrics.exposition(scraped)
+        return web.Response(body=body_bytes, headers={"Content-Type": content_type})
+
     async def ping(request: web.Request) -> web.Response:
         runtime.request("ping", "ping", await body(request))
         return web.json_response({"accepted": True}, status=202)
@@ -111,6 +120,7 @@ def make_app(runtime: NodeRuntime, token: str) -> web.Application:
     app = web.Application(middlewares=[guard])
     app.router.add_get("/health", health)
     app.router.add_get("/state", state)
+    app.router.add_get("/metrics", metrics_text)
     app.router.add_post("/workload/ping", ping)
     app.router.add_post("/workload/unicast", unicast_workload)
     app.router.add_post("/workload/multicast", multicast_workload)

@@ -18,12 +18,15 @@ class NodeClient:
         self._session.headers["Authorization"] = f"Bearer {token}"
         self.timeout_s = timeout_s
 
-    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> requests.Response:
         try:
-            resp = self._session.request(method, self.url + path, json=body, timeout=self.timeout_s)
+            return self._session.request(method, self.url + path, json=body, timeout=self.timeout_s)
         except requests.RequestException as exc:
             raise EnvironmentProblem(f"node {self.name}: control API at {self.url} not reachable: {exc}",
                                      hint="is the node running? see 'docker logs' of its container") from None
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        resp = self._request(method, path, body)
         try:
             data = resp.json()
         except ValueError:
@@ -40,6 +43,13 @@ class NodeClient:
 
     def state(self) -> dict[str, Any]:
         return self._call("GET", "/state")
+
+    def metrics(self) -> str:
+        """The node's `/metrics`: its state in the Prometheus text format (node/metrics.py)."""
+        resp = self._request("GET", "/metrics")
+        if resp.status_code != 200:
+            raise EnvironmentProblem(f"node {self.name}: GET /metrics answered {resp.status_code}: {resp.text[:200]}")
+        return resp.text
 
     def hears(self) -> set[str]:
         """The peers this node currently hears (liveness layer)."""

@@ -34,10 +34,10 @@ class Cluster:
     token: str
     nodes: list[NodeInfo]
 
-    def client(self, node: str) -> NodeClient:
+    def client(self, node: str, timeout_s: float = 5.0) -> NodeClient:
         for info in self.nodes:
             if info.name == node:
-                return NodeClient(info.name, info.control_url, self.token)
+                return NodeClient(info.name, info.control_url, self.token, timeout_s)
         raise UsageError(f"run {self.run_id} has no node {node!r}; nodes: {', '.join(self.names)}")
 
     @property
