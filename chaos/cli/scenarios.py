@@ -1,5 +1,6 @@
 """The scenario verbs of `splitlab`: run, replay, sim (a scenario on containers, again from its realised
-schedule, or in the seeded simulator), torture (random faults from one seed) and demo.
+schedule, or in the seeded simulator), torture (random faults from one seed), shrink (a failing run's schedule
+made smaller) and demo.
 
 Exit codes: 0 the expectations hold, 1 they do not (or the machine could not run it), 2 bad input (the
 scenario's errors are printed as `file:line: field: what was expected`).
@@ -32,6 +33,9 @@ TORTURE_EXAMPLES = ["splitlab torture --seed 7 --duration-s 60",
                     "splitlab torture --seed 7 --duration-s 120 --nodes 5",
                     "splitlab torture --seed 7 --duration-s 60 --sim      # in the simulator",
                     "splitlab torture --seed 7 --duration-s 60 --print    # the scenario only"]
+SHRINK_EXAMPLES = ["splitlab shrink runs/261121-231947-589f            # -> runs/261121-231947-589f/shrunk.yaml",
+                   "splitlab shrink runs/261121-231947-589f --check delivery --out small.yaml --max-trials 100",
+                   "splitlab shrink runs/261121-231947-589f --confirm  # the result once more on containers"]
 
 
 def _console() -> Console:
@@ -215,6 +219,30 @@ def cmd_torture(args: argparse.Namespace) -> int:
     return result.verdict.exit_code
 
 
+def cmd_shrink(args: argparse.Namespace) -> int:
+    """Exit 0: a smaller (or the same) failing schedule written; 1: the failure did not reproduce; 2: bad input."""
+    from chaos.harness.shrink_run import shrink_run
+
+    console = _console()
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    outcome = shrink_run(args.run_dir, checks=args.checks, out=args.out, max_trials=args.max_trials,
+                         backend=args.backend, confirm=args.confirm, log=lambda line: err.print(escape(line)))
+    if outcome.out is None:
+        console.print(f"[bold red]did not reproduce[/]: check(s) {', '.join(outcome.checks)} did not fail with the "
+                      f"full schedule; nothing written", soft_wrap=True)
+        return 1
+    shrunk = outcome.shrunk
+    console.print(f"smallest failing schedule: {outcome.out} ({shrunk.units_after} of {shrunk.units_before} fault "
+                  f"unit(s), {shrunk.nodes_after} node(s), {shrunk.trials} trial(s)"
+                  f"{'' if shrunk.complete else '; ' + '; '.join(shrunk.notes)})", highlight=False, soft_wrap=True)
+    if outcome.confirmed is not None:
+        console.print(f"on containers: {'fails too' if outcome.confirmed else '[bold red]passes[/]'}", soft_wrap=True)
+    run = f"splitlab sim {outcome.out} --seed {shrunk.doc['seed']}" if outcome.backend == "sim" else \
+        f"splitlab run {outcome.out}"
+    console.print(f"run it: {run}", highlight=False, soft_wrap=True)
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from chaos.harness import demo
 
@@ -277,6 +305,26 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--print", dest="print_only", action="store_true", help="print the generated scenario and exit")
     _output_args(p)
     _hosts_flags(p)
+
+    p = add_verb(sub, "shrink", "make a failing run's fault schedule smaller (delta debugging); write it as a scenario",
+                 cmd_shrink, description="Search for a smaller fault schedule that fails the same check as a run "
+                                         "did (a torture run or a scenario run): fewer steps, shorter faults, fewer "
+                                         "nodes, smaller workloads. Trials run in the simulator when it can express "
+                                         "the schedule and reproduces the failure, else on fresh clusters. The "
+                                         "smallest schedule found is written as a scenario file. Exit 0 written, "
+                                         "1 the failure did not reproduce, 2 bad input.",
+                 examples=SHRINK_EXAMPLES, interrupted=INTERRUPTED)
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a finished run directory (schedule.json, verdict.json)")
+    p.add_argument("--check", dest="checks", action="append", default=[], metavar="NAME",
+                   help="the check that must keep failing (repeatable; default: the checks that failed against the "
+                        "run's expectations, else those that failed as expected)")
+    p.add_argument("--out", metavar="FILE", help="the scenario file to write (default: RUN_DIR/shrunk.yaml)")
+    p.add_argument("--max-trials", type=int, default=60, metavar="N", help="at most N trial runs (default 60)")
+    p.add_argument("--backend", choices=("sim", "docker"),
+                   help="run the trials there (default: the simulator when it can run the schedule and reproduces "
+                        "the failure, else containers)")
+    p.add_argument("--confirm", action="store_true",
+                   help="run the smallest schedule the simulator found once more on containers (root and Docker)")
 
     add_verb(sub, "demo", "JGRP-1873 under unicast2, then the same schedule under unicast3, side by side", cmd_demo,
              examples=["splitlab demo      # or: make demo"], interrupted=INTERRUPTED)

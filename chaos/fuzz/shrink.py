@@ -1,13 +1,13 @@
 """Shrinking for `splitlab fuzz --shrink`: the datagrams blamed for a failure, delta-debugged down to the few that
-cause it (`ddmin`). Every trial restarts every member (`_fresh`: no state a datagram left survives), replays a
-subset and pokes the failure with a small workload (`_breaks`): a target that hung or died must answer /health
-and keep its process; a stuck stream must deliver again.
+cause it (`chaos.ddmin.ddmin`, shared with `splitlab shrink`). Every trial restarts every member (`_fresh`: no
+state a datagram left survives), replays a subset and pokes the failure with a small workload (`_breaks`): a
+target that hung or died must answer /health and keep its process; a stuck stream must deliver again.
 """
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
 
+from chaos.ddmin import MAX_TRIALS, ddmin
 from chaos.fuzz import gen as fuzzgen
 from chaos.cluster.lifecycle import Cluster
 from chaos.fuzz.run import Culprits, Log, Outcome, Settings, _client, _views_agree, health, process_status, send_cases, states, stuck_streams
@@ -99,39 +99,6 @@ def _stream_stuck(cluster: Cluster, stream: dict[str, str]) -> bool:
         if not any((s["sender"], s["receiver"], s["layer"]) == (sender, receiver, stream["layer"]) for s in stuck):
             return False
     return True
-
-
-MAX_TRIALS = 60
-
-
-def ddmin(cases: list[Any], breaks: Callable[[list[Any]], bool],
-          max_trials: int = MAX_TRIALS) -> tuple[list[Any], bool]:
-    """Zeller's delta debugging: the smallest subsequence of `cases` (which break) found to still break, trying
-    chunks, then their complements, at finer and finer granularity; stops after `max_trials` calls of `breaks`.
-    Returns (cases, whether the search ended at a 1-minimal set)."""
-    trials = 0
-    n = 2
-    while len(cases) >= 2:
-        size = -(-len(cases) // n)
-        chunks = [cases[i:i + size] for i in range(0, len(cases), size)]
-        reduced = False
-        for candidates in (chunks, [cases[:i * size] + cases[(i + 1) * size:] for i in range(len(chunks))]
-                           if len(chunks) > 2 else []):
-            for candidate in candidates:
-                if trials >= max_trials:
-                    return cases, False
-                trials += 1
-                if breaks(candidate):
-                    cases, reduced = candidate, True
-                    n = 2 if candidates is chunks else max(n - 1, 2)
-                    break
-            if reduced:
-                break
-        if not reduced:
-            if n >= len(cases):
-                return cases, True
-            n = min(2 * n, len(cases))
-    return cases, True
 
 
 def shrink(cluster: Cluster, culprits: Culprits, settings: Settings, log: Log) -> tuple[Culprits, Cluster]:

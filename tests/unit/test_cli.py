@@ -49,7 +49,8 @@ def test_the_tree_holds_every_verb_and_no_second_heal(capsys):
     assert splitlab(["--help"]) == 0
     top = {path[0] for path in VERBS}
     assert top == {"images", "up", "down", "ps", "doctor", "compose-template", "chaos", "heal", "run", "replay",
-                   "sim", "torture", "demo", "analyze", "fuzz", "spark", "spark-cluster", "bed", "metrics", "top"}
+                   "sim", "torture", "shrink", "demo", "analyze", "fuzz", "spark", "spark-cluster", "bed", "metrics",
+                   "top"}
     assert [p for p in VERBS if "heal" in p] == [("heal",)]  # `splitlab chaos heal` is `unpartition` now
     assert ("chaos", "unpartition") in VERBS
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from chaos.faults.grudge import Jam, partition_detail
-from chaos.harness import runner
+from chaos.harness import actions, runner
 from chaos.harness.errors import ScenarioError
 from chaos.harness.load import load_text
 from chaos.harness.progress import Progress
@@ -166,12 +166,22 @@ def test_a_jammed_scenario_in_the_simulator_holds_then_delivers(tmp_path: Path) 
     loaded = load_text(SCENARIO.format(partition='{grudge: "n2<-n1", mode: jam, release: shuffle}'), "s.yaml")
     step = loaded.scenario.steps[1]
     assert step.grudge == "n2<-n1" and step.jam == Jam("shuffle")
-    result = runner.run(loaded, backend="sim", seed=2, out=tmp_path, progress=Progress(quiet=True), report=False)
-    assert result.verdict.held, [o for o in result.verdict.outcomes if not o.held]
-    assert result.status("delivery") == "ok"
-    events = [json.loads(line) for line in (result.run_dir / "events" / "controller.jsonl").read_text().splitlines()]
-    starts = [e["detail"] for e in events if e["type"] == "fault_start" and e["kind"] == "partition"]
-    assert starts == [{"grudge": {"n2": ["n1"]}, "mode": "jam", "release": "shuffle", "cap": None}]
+    assert actions.describe(step) == "partition n2<-n1 (jammed, released shuffle) for 1 s"
+    plain = load_text(SCENARIO.format(partition="{n2: [n1]}"), "s.yaml").scenario.steps[1]
+    assert plain.jam is None and actions.describe(plain) == "partition n2<-n1 for 1 s"
+    result = runner.run(loaded, backend="sim", seed=2, out=tmp_path, progress=Progress(quiet=True), analyze=False)
+
+    def events(node: str) -> list[dict]:
+        return [json.loads(line) for line in (result.run_dir / "events" / f"{node}.jsonl").read_text().splitlines()]
+
+    starts = [e for e in events("controller") if e["type"] == "fault_start" and e["kind"] == "partition"]
+    assert [e["detail"] for e in starts] == [{"grudge": {"n2": ["n1"]}, "mode": "jam", "release": "shuffle",
+                                              "cap": None}]
+    jam_start = starts[0]["applied_ts"]
+    ends = [e["applied_ts"] for e in events("controller") if e["type"] == "fault_end" and e["kind"] == "partition"]
+    delivered = [e for e in events("n2") if e["type"] == "app_deliver" and e["from"] == "n1"]
+    assert len({e["msg_id"] for e in delivered}) == 120  # every message, the jammed ones after the heal
+    assert not [e for e in delivered if jam_start + 0.05 < e["ts"] < ends[0]]  # nothing crossed the jam
 
 
 @pytest.mark.parametrize("partition,fragment", [
