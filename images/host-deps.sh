@@ -4,7 +4,8 @@
 # libnetfilter-queue-dev, gcc and Python headers (the NFQUEUE shaper's binding), a Java runtime for Spark,
 # python3-venv; qemu-system-x86, busybox-static, kmod and cpio for the netem VM test (tests/netem_vm: Debian's
 # kernel with sch_netem, booted in qemu); tcpdump, the
-# outside reader of the pcap files that `splitlab capture` writes (tests/unit/test_chaos_capture.py).
+# outside reader of the pcap files that `splitlab capture` writes (tests/unit/test_chaos_capture.py); chromium,
+# the headless browser that renders the report's message sequence diagram (tests/unit/test_sequence_browser.py).
 set -euo pipefail
 need=()
 have_cmd() { command -v "$1" >/dev/null 2>&1; }
@@ -25,6 +26,7 @@ have_pkg busybox-static || need+=(busybox-static)  # the initramfs needs the sta
 have_pkg kmod || need+=(kmod)  # depmod/modprobe resolve the guest's module load order
 have_cmd cpio || need+=(cpio)
 have_cmd tcpdump || need+=(tcpdump)  # the capture test: tcpdump reads our pcap files and we read its
+have_cmd chromium || need+=(chromium)  # the report test: headless Chromium runs the diagram's script
 if ! have_cmd docker-compose && ! docker compose version >/dev/null 2>&1; then need+=(docker-compose); fi
 if [ ${#need[@]} -eq 0 ]; then
   echo "host packages: all present"

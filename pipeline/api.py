@@ -2,7 +2,8 @@
 
 Steps: validate the run directory and the check parameters (both before Spark starts), read and validate the
 history, run every check (a crashing check gives `unknown`) beside writing the Parquet tables, write
-`report/summary.json`, then `report/report.html`. The analysis runs in a Spark session of its own (SQL settings
+`report/summary.json`, then `report/report.html` (with the message sequence diagram of `diagram`'s window,
+`pipeline.sequence_source`). The analysis runs in a Spark session of its own (SQL settings
 sized to the history, `pipeline.session.analysis_session`), or in the warm analysis service when it is up. `steps` lets a caller show progress: it is called with each step's label and
 must return a context manager that wraps the step.
 """
@@ -22,7 +23,8 @@ from pipeline.checks import CHECKS, CheckContext, CheckResult, run_check
 from pipeline.outputs import write_tables
 from pipeline.params import resolve
 from pipeline.reader import HistoryStats, read_history
-from pipeline.rundir import locate
+from pipeline.rundir import RunFiles, locate
+from pipeline.sequence import DiagramOptions
 from pipeline.session import analysis_session, resolve_master, spark_session
 from pipeline.summary import Summary
 from pipeline.tables import Tables
@@ -75,19 +77,21 @@ def _counts(tables: Tables, history: HistoryStats, results: dict[str, CheckResul
 
 def analyze(run_dir: Path | str, master: str | None = None, params: Mapping[str, Mapping[str, Any]] | None = None,
             *, spark: SparkSession | None = None, report: bool = True,
-            steps: StepReporter | None = None, check_threads: int = CHECK_THREADS) -> Summary:
+            steps: StepReporter | None = None, check_threads: int = CHECK_THREADS,
+            diagram: DiagramOptions | None = None) -> Summary:
     """Analyse the run in `run_dir` and write its outputs under `run_dir/report/`.
 
     `master`: a Spark master URL (default `$SPLITLAB_SPARK_MASTER`, else `local[*]`); `params`: check
     parameters `{check: {key: value}}` over the defaults; `spark`: use this session instead; `report`: also
     write the Parquet tables and report.html (summary.json is always written); `check_threads`: checks and the
-    table writes run concurrently as Spark jobs from this many threads (the tables they share are built before).
+    table writes run concurrently as Spark jobs from this many threads (the tables they share are built before);
+    `diagram`: the window and size of the report's message sequence diagram (default: `DiagramOptions()`).
     Without `spark`, the run goes to the warm analysis service when it is up on that master (`pipeline.service`).
     Raises `UsageError` for a bad run directory or bad parameters, `EnvironmentProblem` when Spark cannot start.
     """
     step = steps or _no_progress
     if spark is None:
-        served = _served(run_dir, master, params, report, step)
+        served = _served(run_dir, master, params, report, step, diagram or DiagramOptions())
         if served is not None:
             return served
     started = time.monotonic()
@@ -126,14 +130,14 @@ def analyze(run_dir: Path | str, master: str | None = None, params: Mapping[str,
         summary.write(report_dir / SUMMARY_FILE)
         if report:
             with step("drawing report"):
-                _write_report(tables, summary, report_dir / REPORT_FILE)
+                _write_report(tables, summary, run, diagram or DiagramOptions())
     finally:
         tables.release()
     return summary
 
 
 def _served(run_dir: Path | str, master: str | None, params: Mapping[str, Mapping[str, Any]] | None, report: bool,
-            step: StepReporter) -> Summary | None:
+            step: StepReporter, diagram: DiagramOptions) -> Summary | None:
     """The analysis done by the warm service (`pipeline.service`) when it is up on the master asked for, else
     None (the caller analyses in its own process)."""
     running = service_client.status()
@@ -143,16 +147,20 @@ def _served(run_dir: Path | str, master: str | None, params: Mapping[str, Mappin
     if conn is None:
         return None  # it stopped between the two requests
     result = conn.request("analyze", steps=step, run_dir=str(Path(run_dir).absolute()),
-                          params={k: dict(v) for k, v in (params or {}).items()}, report=report)
+                          params={k: dict(v) for k, v in (params or {}).items()}, report=report,
+                          diagram=diagram.to_dict())
     return Summary.from_dict(result)
 
 
-def _write_report(tables: Tables, summary: Summary, path: Path) -> None:
+def _write_report(tables: Tables, summary: Summary, run: RunFiles, options: DiagramOptions) -> None:
     from pipeline import plots  # matplotlib loads only when a report is drawn
+    from pipeline.sequence_source import diagram
 
     delivery = summary.checks.get("delivery")
     latency = summary.checks.get("latency")
     pairs = delivery.details.get("pairs", []) if delivery is not None else []
     percentiles = latency.details.get("latency", {}).get("all", {}) if latency is not None else {}
     data = plot_data(tables, pairs, percentiles)
-    html_report.write(path, summary, plots.all_plots(data))
+    details = {name: result.details for name, result in summary.checks.items()}
+    html_report.write(run.report_dir / REPORT_FILE, summary, plots.all_plots(data),
+                      diagram(tables, run.run_dir, details, options))

@@ -1,4 +1,5 @@
-"""The self-contained HTML report: verdicts, counts, history problems and the plots embedded as base64 PNG."""
+"""The self-contained HTML report: verdicts, the message sequence diagram (`pipeline.sequence_html`), counts,
+history problems and the plots embedded as base64 PNG."""
 from __future__ import annotations
 
 import html
@@ -7,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from node.errors import HistoryError
+from pipeline import sequence_html
+from pipeline.sequence import Diagram
 from pipeline.summary import Summary
 
 _COLOURS = {"ok": "#2ca02c", "fail": "#d62728", "unknown": "#ff7f0e"}
@@ -51,8 +54,8 @@ def _history_section(history: dict[str, Any]) -> str:
     return "".join(parts)
 
 
-def render(summary: Summary, plots: dict[str, str]) -> str:
-    """The report as one HTML document."""
+def render(summary: Summary, plots: dict[str, str], diagram: Diagram | None = None) -> str:
+    """The report as one HTML document (with the message sequence diagram when `diagram` is given)."""
     counts = summary.to_dict()["counts"]
     count_rows = "".join(f"<tr><td>{html.escape(str(k))}</td><td>{html.escape(json.dumps(v))}</td></tr>"
                          for k, v in counts.items())
@@ -63,6 +66,7 @@ def render(summary: Summary, plots: dict[str, str]) -> str:
             f"<h1>splitlab run <code>{html.escape(summary.run_id)}</code> {_badge(summary.status)}</h1>"
             f"<p>{html.escape(summary.run_dir)}</p>"
             f"<h2>Checks</h2>{_checks_table(summary)}"
+            + (f"<h2>Message sequence</h2>{sequence_html.section(diagram)}" if diagram is not None else "") +
             f"<h2>Plots</h2>{images}"
             f"<h2>History</h2>{_history_section(summary.to_dict()['history'])}"
             f"<h2>Counts</h2><table>{count_rows}</table>"
@@ -71,11 +75,11 @@ def render(summary: Summary, plots: dict[str, str]) -> str:
             "</body></html>\n")
 
 
-def write(path: Path, summary: Summary, plots: dict[str, str]) -> None:
+def write(path: Path, summary: Summary, plots: dict[str, str], diagram: Diagram | None = None) -> None:
     """Write the report; raises `HistoryError` if it cannot be written."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(render(summary, plots), encoding="utf-8")
+        path.write_text(render(summary, plots, diagram), encoding="utf-8")
     except OSError as exc:
         raise HistoryError(f"cannot write the report {path}: {exc}",
                            hint="the run directory must be writable") from None

@@ -54,6 +54,7 @@ ANALYSED_COLUMNS: tuple[str, ...] = (
     "v", "ts", "seq", "run", "node", "type", "msg_id", "kind", "to", "from", "size", "proto", "seqno", "resend",
     "action", "seqnos", "found", "missing", "bytes", "view_id", "members", "fault_id", "detail", "applied_ts",
     "effective_ts", "peer", "gen", "side", "blocked_ms",
+    "conn_id", "data_ip",  # the message sequence diagram (pipeline.sequence_source)
 )
 
 # Fields an event of a type must carry (non-null, right JSON type); types not listed need only the envelope.

@@ -100,6 +100,7 @@ class _Handler(socketserver.StreamRequestHandler):
         from contextlib import contextmanager
 
         from pipeline.api import analyze
+        from pipeline.sequence import DiagramOptions
 
         @contextmanager
         def step(label: str) -> Iterator[None]:
@@ -114,7 +115,8 @@ class _Handler(socketserver.StreamRequestHandler):
         if params is not None and not isinstance(params, dict):
             raise UsageError(f"check parameters must be an object, not {type(params).__name__}")
         summary = analyze(run_dir, params=params, spark=self.server.spark,
-                          report=bool(request.get("report", True)), steps=step)
+                          report=bool(request.get("report", True)), steps=step,
+                          diagram=DiagramOptions.from_dict(request.get("diagram")))
         with self.server.count_lock:
             self.server.analyses += 1
         return summary.to_dict()

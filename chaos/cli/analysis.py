@@ -22,7 +22,8 @@ from node.errors import UsageError
 STYLES = {"ok": "green", "fail": "bold red", "unknown": "yellow"}
 EXAMPLES = ["splitlab analyze runs/261121-231947-589f",
             "splitlab analyze runs/261121-231947-589f --master spark://spark-master:7077",
-            "splitlab analyze runs/261121-231947-589f --check-param endless_retransmission.min_requests=10"]
+            "splitlab analyze runs/261121-231947-589f --check-param endless_retransmission.min_requests=10",
+            "splitlab analyze runs/261121-231947-589f --diagram-window 5:9.5 --diagram-arrows 300"]
 
 
 class _Steps:
@@ -55,11 +56,14 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
     from pipeline.api import analyze
     from pipeline.params import parse_assignments
+    from pipeline.sequence import DiagramOptions, parse_window
 
+    diagram = DiagramOptions(window_s=parse_window(args.diagram_window) if args.diagram_window else None,
+                             max_arrows=args.diagram_arrows)
     session_before = SparkSession.getActiveSession()
     try:
         summary = analyze(args.run_dir, master=args.master, params=parse_assignments(args.check_param),
-                          report=not args.no_report, steps=_Steps(Console(stderr=True)))
+                          report=not args.no_report, steps=_Steps(Console(stderr=True)), diagram=diagram)
     finally:
         session = SparkSession.getActiveSession()
         if session_before is None and session is not None:
@@ -135,6 +139,7 @@ def _epilog() -> str:
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
+    from pipeline.sequence import DEFAULT_MAX_ARROWS
     from pipeline.standalone import DEFAULT_CORES_PER_WORKER, DEFAULT_MEMORY_PER_WORKER
 
     p = add_verb(sub, "analyze", "analyse a run's history with Spark (report/summary.json and report.html)",
@@ -146,6 +151,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    help="override a check parameter, e.g. endless_retransmission.min_requests=10 (repeatable)")
     p.add_argument("--no-report", action="store_true",
                    help="write only summary.json (no Parquet tables, no HTML report)")
+    p.add_argument("--diagram-window", metavar="START_S:END_S",
+                   help="the report's message sequence diagram shows this window, in seconds since the run's first "
+                        "event (default: around the first finding, else the first fault)")
+    p.add_argument("--diagram-arrows", type=int, default=DEFAULT_MAX_ARROWS, metavar="N",
+                   help=f"draw at most N messages in the diagram (default {DEFAULT_MAX_ARROWS}); the report says "
+                        "how many were left out")
 
     p = add_verb(sub, "spark", "the warm analysis service: one Spark driver that analyze and run use when it is up",
                  None, description="A long-lived Spark driver behind a Unix socket ($SPLITLAB_ANALYSIS_SOCKET, "

@@ -28,7 +28,8 @@ def check(ctx: CheckContext, params: dict[str, Any]) -> Verdict:
         flagged.orderBy(F.desc("requests"), *KEYS).limit(params["show"])
         .select(*KEYS, "requests", "first_ts", "last_ts", "missing_replies").collect())
     examples = [{**{k: r[k] for k in KEYS}, "requests": int(r["requests"]),
-                 "span_s": r["last_ts"] - r["first_ts"], "sender_reported_missing": int(r["missing_replies"])}
+                 "first_ts": r["first_ts"], "span_s": r["last_ts"] - r["first_ts"],
+                 "sender_reported_missing": int(r["missing_replies"])}
                 for r in rows]
     details = {"flagged": n_flagged, "requested_often_but_received": n_hot - n_flagged, "examples": examples}
     if n_flagged:

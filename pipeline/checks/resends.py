@@ -32,8 +32,8 @@ def check(ctx: CheckContext, params: dict[str, Any]) -> Verdict:
     worst = unrequested.agg(F.max("resends").alias("worst"), F.count(F.lit(1)).alias("seqnos")).collect()[0]
     rows = flagged.orderBy(F.desc("resends"), *KEYS).limit(params["show"]).collect()
     n_flagged = flagged.count() if rows else 0
-    examples = [{**{k: r[k] for k in KEYS}, "resends": int(r["resends"]), "span_s": r["last_ts"] - r["first_ts"]}
-                for r in rows]
+    examples = [{**{k: r[k] for k in KEYS}, "resends": int(r["resends"]), "first_ts": r["first_ts"],
+                 "span_s": r["last_ts"] - r["first_ts"]} for r in rows]
     details = {"flagged": n_flagged, "unrequested_seqnos": int(worst["seqnos"] or 0),
                "most_resends_without_request": int(worst["worst"] or 0), "examples": examples}
     if n_flagged:

@@ -59,6 +59,9 @@ def test_failing_check_exits_1_and_parameters_reach_the_check(tmp_path, spark, n
     ["{run}", "--check-param", "delivery.max_missing=lots"],
     ["{run}", "--check-param", "no-dot-or-equals"],
     ["{run}", "--bogus-option"],
+    ["{run}", "--diagram-window", "9:5"],
+    ["{run}", "--diagram-window", "soon"],
+    ["{run}", "--diagram-arrows", "0"],
 ])
 def test_usage_errors_exit_2(argv, tmp_path, no_master_env, capsys):
     run_dir = pf.clean_scenario().write(tmp_path / "r")

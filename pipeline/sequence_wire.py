@@ -1,0 +1,51 @@
+"""The receptions a run's capture saw, for the message sequence diagram (`pipeline.sequence`).
+
+`splitlab chaos capture` writes `runs/<run>/chaos/capture.pcap`: every datagram as its receiver got it (after the
+faults). Each is read with `chaos.wire.capture.read_pcap` and dissected with `chaos.wire.dissect`; every message
+of a type the diagram draws becomes a reception `End` (`wire=True`) from the datagram's sender (its header) to
+the node that owns the destination address (the nodes' `node_start.data_ip`). Datagrams of other ports, of
+unknown addresses, or that do not dissect are skipped; so are messages outside [start_ts, end_ts].
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping
+
+from pipeline.sequence import MESSAGE_TYPES, End, key_of
+
+CAPTURE_FILE = Path("chaos") / "capture.pcap"
+
+
+def capture_path(run_dir: Path) -> Path | None:
+    """The run's capture file, or None when it has none."""
+    path = Path(run_dir) / CAPTURE_FILE
+    return path if path.is_file() else None
+
+
+def captured_ends(path: Path, node_of_ip: Mapping[str, str], start_ts: float, end_ts: float) -> list[End]:
+    """The receptions in the capture `path` between `start_ts` and `end_ts`. Raises `UsageError` when it is not
+    a capture file."""
+    from scapy.layers.inet import IP, UDP
+
+    from chaos.wire import dissect
+    from chaos.wire.capture import read_pcap
+
+    ends: list[End] = []
+    for ts, raw in read_pcap(path):
+        if not start_ts <= ts <= end_ts:
+            continue
+        packet = IP(raw)
+        dst = node_of_ip.get(packet[IP].dst)
+        if dst is None or UDP not in packet or dissect.SL not in packet:
+            continue
+        datagram = packet[dissect.SL]
+        src = datagram.sender.decode(errors="replace")
+        for message in datagram.messages:
+            name = dissect.type_name(message.type)
+            if name not in MESSAGE_TYPES:
+                continue
+            fields = dissect.fields_of(message)
+            if "seqnos" in fields:
+                fields["seqnos"] = list(fields["seqnos"])
+            ends.append(End(ts, src, dst, name, key_of(name, fields), fields, wire=True))
+    return ends
