@@ -96,22 +96,38 @@ def node_families(state: State) -> list[Metric]:
     return families + [app_sent, delivered, dropped, other]
 
 
+def _receive_windows(proto: str, label: str, windows: Iterable[tuple[str, State]]) -> list[Metric]:
+    """Per `label` (the peer or sender a receive window takes from): delivered, retransmissions asked, drops by
+    reason, buffered and missing messages of `proto`'s receive windows."""
+    whose = f"the {label}"
+    delivered = _counter(f"{proto}_delivered_messages", f"messages from {whose} delivered", [label])
+    asked = _counter(f"{proto}_xmit_requests_sent", f"retransmission requests (XMIT_REQ) sent to {whose}", [label])
+    dropped = _counter(f"{proto}_dropped_messages", f"messages from {whose} dropped by the window, by reason",
+                       [label, "reason"])
+    buffered = _gauge(f"{proto}_receive_window_buffered_messages", "messages received behind a gap", [label])
+    missing = _gauge(f"{proto}_receive_window_missing_messages", "seqnos missing below the highest received",
+                     [label])
+    for key, window in windows:
+        c = window.get("counters") or {}
+        delivered.add_metric([key], float(c.get("delivered", 0)))
+        asked.add_metric([key], float(c.get("xmit_reqs", 0)))
+        for reason in WINDOW_DROPS:
+            dropped.add_metric([key, reason], float(c.get(reason, 0)))
+        buffered.add_metric([key], float(window.get("buffered", 0)))
+        missing.add_metric([key], float(window.get("missing", 0)))
+    return [delivered, asked, dropped, buffered, missing]
+
+
 def unicast_families(layer: State) -> list[Metric]:
     """The unicast layer's families: per peer, its send and receive connection."""
     sent = _counter("unicast_sent_messages", "DATA messages sent (first transmissions)", ["peer"])
     resent = _counter("unicast_retransmitted_messages", "DATA messages sent again (retransmissions)", ["peer"])
-    delivered = _counter("unicast_delivered_messages", "messages from the peer delivered", ["peer"])
-    asked = _counter("unicast_xmit_requests_sent", "retransmission requests (XMIT_REQ) sent to the peer", ["peer"])
-    dropped = _counter("unicast_dropped_messages", "DATA messages from the peer dropped by the window, by reason",
-                       ["peer", "reason"])
     unacked = _gauge("unicast_send_window_unacked_messages", "messages in the send window, not yet acked", ["peer"])
     capacity = _gauge("unicast_send_window_capacity_messages", "the send window's capacity", ["peer"])
     blocked = _gauge("unicast_send_window_blocked", "1 while the send window is full and sends wait", ["peer"])
-    buffered = _gauge("unicast_receive_window_buffered_messages", "messages received behind a gap", ["peer"])
-    missing = _gauge("unicast_receive_window_missing_messages", "seqnos missing below the highest received",
-                     ["peer"])
-    for peer, entries in sorted((layer.get("peers") or {}).items()):
-        send, recv = entries.get("send"), entries.get("recv")
+    peers = sorted((layer.get("peers") or {}).items())
+    for peer, entries in peers:
+        send = entries.get("send")
         if send:
             c = send.get("counters") or {}
             sent.add_metric([peer], float(c.get("sent", 0)))
@@ -119,15 +135,8 @@ def unicast_families(layer: State) -> list[Metric]:
             unacked.add_metric([peer], float(send.get("unacked", 0)))
             capacity.add_metric([peer], float(send.get("capacity", 0)))
             blocked.add_metric([peer], 1.0 if send.get("blocked") else 0.0)
-        if recv:
-            c = recv.get("counters") or {}
-            delivered.add_metric([peer], float(c.get("delivered", 0)))
-            asked.add_metric([peer], float(c.get("xmit_reqs", 0)))
-            for reason in WINDOW_DROPS:
-                dropped.add_metric([peer, reason], float(c.get(reason, 0)))
-            buffered.add_metric([peer], float(recv.get("buffered", 0)))
-            missing.add_metric([peer], float(recv.get("missing", 0)))
-    return [sent, resent, delivered, asked, dropped, unacked, capacity, blocked, buffered, missing]
+    receiving = _receive_windows("unicast", "peer", ((p, e["recv"]) for p, e in peers if e.get("recv")))
+    return [sent, resent, unacked, capacity, blocked, *receiving]
 
 
 def multicast_families(layer: State) -> list[Metric]:
@@ -150,23 +159,7 @@ def multicast_families(layer: State) -> list[Metric]:
         family = _gauge(name, doc)
         family.add_metric([], float(value))
         families.append(family)
-    delivered = _counter("multicast_delivered_messages", "multicasts of the sender delivered", ["sender"])
-    asked = _counter("multicast_xmit_requests_sent", "retransmission requests (XMIT_REQ) sent to the sender",
-                     ["sender"])
-    dropped = _counter("multicast_dropped_messages", "multicasts of the sender dropped by the window, by reason",
-                       ["sender", "reason"])
-    buffered = _gauge("multicast_receive_window_buffered_messages", "multicasts received behind a gap", ["sender"])
-    missing = _gauge("multicast_receive_window_missing_messages", "seqnos missing below the highest received",
-                     ["sender"])
-    for sender, window in sorted((layer.get("windows") or {}).items()):
-        c = window.get("counters") or {}
-        delivered.add_metric([sender], float(c.get("delivered", 0)))
-        asked.add_metric([sender], float(c.get("xmit_reqs", 0)))
-        for reason in WINDOW_DROPS:
-            dropped.add_metric([sender, reason], float(c.get(reason, 0)))
-        buffered.add_metric([sender], float(window.get("buffered", 0)))
-        missing.add_metric([sender], float(window.get("missing", 0)))
-    return families + [delivered, asked, dropped, buffered, missing]
+    return families + _receive_windows("multicast", "sender", sorted((layer.get("windows") or {}).items()))
 
 
 def layer_counter_family(layers: State) -> Metric:
