@@ -26,9 +26,10 @@ images: host-deps venv
 
 ## the tests: unit tests beside the real-container cluster and scenario tests (needs root and Docker), in two
 ## pytest-xdist workers; every container test runs in one of them, one after the other (tests/conftest.py)
+## (tests marked `long` run in `make bench` instead)
 test: images
 	@mkdir -p runs
-	$(BIN)/python -m pytest tests -ra -n 2 --junitxml=runs/junit.xml $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests -ra -n 2 -m "not long" --junitxml=runs/junit.xml $(PYTEST_ARGS)
 
 ## unit tests only (no root, no Docker)
 unit: venv
@@ -48,6 +49,7 @@ doctor: venv
 
 bench: images
 	$(BIN)/python -m bench
+	$(BIN)/python -m pytest tests -ra -m long
 
 clean:
 	-[ -x $(BIN)/splitlab ] && $(BIN)/splitlab down --all

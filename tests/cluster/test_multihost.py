@@ -237,6 +237,7 @@ def test_a_seed_scenario_gives_the_same_verdict_across_hosts_as_on_one_machine(
     assert json.loads((result.run_dir / "hosts.json").read_text())["placement"] == {"n1": "host2", "n2": "host3"}
 
 
+@pytest.mark.long  # 75 s: in `make bench`, beside the other long runs
 def test_torture_runs_on_the_hosts_and_its_replay_runs_where_it_ran(bed_inventory, splitlab_runs_dir,
                                                                     splitlab_spark) -> None:
     from chaos.cli.main import main as splitlab
