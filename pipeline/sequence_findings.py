@@ -60,16 +60,18 @@ def findings_of(details: Mapping[str, Mapping[str, Any]]) -> list[Finding]:
         found.append(Finding("first_lost", f"first lost message: {m['msg_id']} from {m['sender']} to "
                                            f"{m['receiver']} (seqno {m.get('seqno')}, {why})",
                              m.get("send_ts"), m["sender"], m["receiver"], m.get("seqno")))
-    loops = (details.get("endless_retransmission") or {}).get("examples") or []
-    if loops:
-        e = loops[0]
-        found.append(Finding("retransmission_loop", f"retransmission loop: {e['requester']} asked {e['sender']} "
-                                                    f"for {e['proto']} #{e['seqno']} {e['requests']} times in vain",
-                             e.get("first_ts"), e["sender"], e["requester"], e["seqno"], e["proto"]))
-    resends = (details.get("resends_without_request") or {}).get("examples") or []
-    if resends:
-        r = resends[0]
-        found.append(Finding("resend_loop", f"resent unasked: {r['sender']} resent {r['proto']} #{r['seqno']} to "
-                                            f"{r['receiver']} {r['resends']} times",
-                             r.get("first_ts"), r["sender"], r["receiver"], r["seqno"], r["proto"]))
+    for check, kind, to, text in _LOOPS:
+        examples = (details.get(check) or {}).get("examples") or []
+        if examples:
+            e = examples[0]
+            found.append(Finding(kind, text(e), e.get("first_ts"), e["sender"], e[to], e["seqno"], e["proto"]))
     return found
+
+
+# the loops a check's first example shows: (check, finding kind, the field naming the other end, its text)
+_LOOPS = (("endless_retransmission", "retransmission_loop", "requester",
+           lambda e: f"retransmission loop: {e['requester']} asked {e['sender']} for {e['proto']} #{e['seqno']} "
+                     f"{e['requests']} times in vain"),
+          ("resends_without_request", "resend_loop", "receiver",
+           lambda e: f"resent unasked: {e['sender']} resent {e['proto']} #{e['seqno']} to {e['receiver']} "
+                     f"{e['resends']} times"))
