@@ -10,7 +10,7 @@
 | SPLITLAB_DATA_PORT / SPLITLAB_CONTROL_PORT | UDP data port / HTTP control port | 7100 / 7000 |
 | SPLITLAB_DATA_HOST_TEMPLATE | how a member's data address is resolved | {name}-data |
 | SPLITLAB_CONTROL_HOST_TEMPLATE | how this node's control address is resolved | {name}-control |
-| SPLITLAB_ADDRESSES | explicit `name=host:port,...` data addresses (overrides the template) | empty |
+| SPLITLAB_ADDRESSES | explicit `name=host:port,...` data addresses (overrides the template); an IPv6 host in brackets, `n1=[fd00::101]:7100`, makes the data socket IPv6 | empty |
 | SPLITLAB_CONTROL_BIND | explicit control `host:port` (overrides the template) | empty |
 | SPLITLAB_HEARTBEAT_MS / SPLITLAB_SILENCE_MS | heartbeat interval / silence before a peer counts as unheard | 250 / 1500 |
 | SPLITLAB_BUNDLE_MAX_BYTES | bundling: max datagram size; 0 sends one message per datagram | 8192 |
@@ -30,6 +30,7 @@ control networks, so each address resolves inside the container to the right net
 from __future__ import annotations
 
 import os
+import socket
 import time
 from dataclasses import dataclass, field
 from typing import Mapping
@@ -69,9 +70,12 @@ def check_node_count(count: object, where: str) -> int:
 
 
 def _hostport(text: str, where: str) -> tuple[str, int]:
+    """(host, port) from `host:port` or `[ipv6]:port` (the brackets removed)."""
     host, sep, port = text.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ConfigError(f"{where}: expected host:port, got {text!r}")
+        raise ConfigError(f"{where}: expected host:port or [ipv6]:port, got {text!r}")
     return host, int(port)
 
 
@@ -106,6 +110,12 @@ class NodeConfig:
         if member in self.addresses:
             return self.addresses[member]
         return self.data_host_template.format(name=member), self.data_port
+
+    @property
+    def data_family(self) -> socket.AddressFamily:
+        """AF_INET6 when this node's own data address is an IPv6 literal (`splitlab up --ipv6`), else AF_INET:
+        the family of the data socket and of every member's address resolution."""
+        return socket.AF_INET6 if ":" in self.data_address(self.name)[0] else socket.AF_INET
 
     def control_address(self) -> tuple[str, int]:
         if self.control_bind is not None:

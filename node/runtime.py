@@ -18,6 +18,7 @@ A malformed or foreign datagram is counted by reason and dropped; it never raise
 from __future__ import annotations
 
 import asyncio
+import errno
 import socket
 import time
 from typing import Any, Hashable
@@ -32,19 +33,35 @@ from node.workload import Workload, WorkloadSpec
 from node.wire import cluster_id_of
 
 RESOLVE_RETRY_S = 0.5
+BIND_RETRY_S = 5.0  # a fresh IPv6 address may be tentative (duplicate address detection) for a moment
 RECV_BATCH = 128  # datagrams read per wake-up at most; then timers and other callbacks get their turn
 MAX_DATAGRAM_BYTES = 65535
 
 
-async def resolve_host(host: str) -> str:
-    """The IPv4 address of `host`, retrying until it resolves (container DNS names appear as peers start)."""
+async def resolve_host(host: str, family: socket.AddressFamily = socket.AF_INET) -> str:
+    """The address of `host` in `family`, retrying until it resolves (container DNS names appear as peers
+    start)."""
     loop = asyncio.get_running_loop()
     while True:
         try:
-            infos = await loop.getaddrinfo(host, None, family=socket.AF_INET, type=socket.SOCK_DGRAM)
+            infos = await loop.getaddrinfo(host, None, family=family, type=socket.SOCK_DGRAM)
             return infos[0][4][0]
         except socket.gaierror:
             await asyncio.sleep(RESOLVE_RETRY_S)
+
+
+async def _bind(sock: socket.socket, address: tuple[str, int]) -> None:
+    """Bind `sock`, retrying for `BIND_RETRY_S` while the address is not (yet) usable (EADDRNOTAVAIL: an IPv6
+    address still tentative); then the error goes up."""
+    deadline_s = time.monotonic() + BIND_RETRY_S
+    while True:
+        try:
+            sock.bind(address)
+            return
+        except OSError as exc:
+            if exc.errno != errno.EADDRNOTAVAIL or time.monotonic() > deadline_s:
+                raise
+            await asyncio.sleep(0.1)
 
 
 class _Endpoint(asyncio.DatagramProtocol):
@@ -117,15 +134,16 @@ class NodeRuntime:
         loop = self._loop = asyncio.get_running_loop()
         self._wall_offset_s = time.time() - loop.time()
         host, port = self.config.data_address(self.config.name)
-        self.data_ip = await resolve_host(host)
-        sock = self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        family = self.config.data_family
+        self.data_ip = await resolve_host(host, family)
+        sock = self._sock = socket.socket(family, socket.SOCK_DGRAM)
         sock.setblocking(False)
         # A burst of bundled datagrams overflows the default 208 KiB receive buffer; every drop costs a
         # retransmission. Unprivileged SO_RCVBUF is capped at net.core.rmem_max: the effective size is recorded.
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.config.recv_buffer_bytes)
         self.recv_buffer_bytes = sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
         try:
-            sock.bind((self.data_ip, port))
+            await _bind(sock, (self.data_ip, port))
         except OSError:
             sock.close()
             raise
@@ -152,7 +170,8 @@ class NodeRuntime:
             for member in list(pending):
                 host, port = self.config.data_address(member)
                 try:
-                    infos = await loop.getaddrinfo(host, None, family=socket.AF_INET, type=socket.SOCK_DGRAM)
+                    infos = await loop.getaddrinfo(host, None, family=self.config.data_family,
+                                                   type=socket.SOCK_DGRAM)
                 except socket.gaierror:
                     continue
                 self._addresses[member] = (infos[0][4][0], port)

@@ -32,17 +32,18 @@ def cmd_up(args: argparse.Namespace) -> int:
 
         inventory = load(args.inventory)
     run = lifecycle.up(args.nodes, log=progress, wait_timeout_s=args.timeout_s, run_id=args.run_id,
-                       inventory=inventory, placement=args.placement)
+                       inventory=inventory, placement=args.placement, ipv6=args.ipv6)
     if args.json:
         print(json.dumps(lifecycle.as_dict(run), indent=2))
         return 0
     table = Table(title=f"run {run.run_id}  ({run.run_dir})")
-    columns = ("name", "host", "data IP", "control URL") if inventory else ("name", "data IP", "control URL")
-    for col in columns:
+    columns = ["name", "host", "data IP", "data IPv6", "control URL"]
+    keep = [c for c in columns if (c != "host" or inventory) and (c != "data IPv6" or run.ipv6)]
+    for col in keep:
         table.add_column(col)
     for node in run.nodes:
-        row = (node.name, node.host, node.data_ip, node.control_url)
-        table.add_row(*(row if inventory else row[:1] + row[2:]))
+        row = dict(zip(columns, (node.name, node.host, node.data_ip, node.data_ip6, node.control_url)))
+        table.add_row(*(row[c] for c in keep))
     console.print(table)
     console.print(f"token: {run.run_dir / 'token'}    stop with: splitlab down --run-id {run.run_id}")
     return 0
@@ -132,7 +133,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
              examples=["splitlab images", "BASE_IMAGE=python:3.11-slim splitlab images   # skip debootstrap"])
 
     p = add_verb(sub, "up", "start a cluster and wait until every node hears every other one", cmd_up,
-                 examples=["splitlab up -n 5", "splitlab up -n 3 --run-id mytest --json"])
+                 examples=["splitlab up -n 5", "splitlab up -n 3 --run-id mytest --json",
+                           "splitlab up -n 3 --ipv6   # dual-stack data network, the nodes talk IPv6"])
     nodes_flag(p, 3)
     run_id_flag(p, "run id to use (default: a fresh one)")
     # '--timeout 60', the older spelling, still parses: argparse takes an unambiguous prefix of a flag
@@ -140,6 +142,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    help="seconds to wait for all-hear-all (default 60)")
     json_flag(p, "the cluster (run id, directory, nodes)")
     inventory_flag(p, "start the nodes over the hosts of this inventory (YAML; see README 'Beyond one machine')")
+    p.add_argument("--ipv6", action="store_true",
+                   help="a dual-stack data network (a ULA /64 derived from the run id); the nodes talk over IPv6. "
+                        "Partitions, process faults and the NFQUEUE shaper work on it; inject, capture and fuzz "
+                        "refuse it for now")
     p.add_argument("--placement", metavar="SPEC",
                    help="with --inventory: 'round-robin' (default) or 'n1,n2@hosta;n3@hostb' naming every node")
 

@@ -1,6 +1,9 @@
 """The cluster definition as a compose file: N nodes on a `data` network (where faults go) and a `control`
 network (never shaped or cut), everything labelled with the run id.
 
+With an IPv6 prefix (`splitlab up --ipv6`, chaos.cluster.datanet6) the data network is dual-stack: Docker gives
+it its IPv4 pool as usual and the run's ULA /64, each node its pinned IPv6 address there.
+
 `render` builds the file for one run with concrete values; `render_template` builds the repository's
 `docker-compose.yml` (3 nodes, values from environment variables). A unit test keeps the two in step.
 """
@@ -10,7 +13,9 @@ from typing import Any
 
 import yaml
 
+from chaos.cluster import datanet6
 from chaos.cluster.naming import LABEL_NODE, LABEL_RUN, container_name
+from node.wire import DATA_PORT
 
 NODE_UID = 10001
 RUN_MOUNT = "/splitlab/run"
@@ -25,8 +30,11 @@ def node_environment(node: str, members: list[str], run: str, token: str, extra_
 
 
 def _service(node: str, members: list[str], run: str, image: str, run_dir: str, token: str, container: str,
-             extra_env: dict[str, str]) -> dict[str, Any]:
+             extra_env: dict[str, str], data_ip6: str | None = None) -> dict[str, Any]:
     env = node_environment(node, members, run, token, extra_env)
+    data: dict[str, Any] = {"aliases": [f"{node}-data"]}
+    if data_ip6 is not None:
+        data["ipv6_address"] = data_ip6
     return {
         "image": image,
         "container_name": container,
@@ -34,7 +42,7 @@ def _service(node: str, members: list[str], run: str, image: str, run_dir: str, 
         "labels": {LABEL_RUN: run, LABEL_NODE: node},
         "environment": env,
         "volumes": [f"{run_dir}:{RUN_MOUNT}"],
-        "networks": {"data": {"aliases": [f"{node}-data"]}, "control": {"aliases": [f"{node}-control"]}},
+        "networks": {"data": data, "control": {"aliases": [f"{node}-control"]}},
         "user": f"{NODE_UID}:{NODE_UID}",
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges:true"],
@@ -42,22 +50,24 @@ def _service(node: str, members: list[str], run: str, image: str, run_dir: str, 
     }
 
 
-def _document(services: dict[str, Any], run: str) -> dict[str, Any]:
-    return {
-        "version": "2.4",
-        "services": services,
-        "networks": {name: {"driver": "bridge", "labels": {LABEL_RUN: run, "splitlab.network": name}}
-                     for name in ("data", "control")},
-    }
+def _document(services: dict[str, Any], run: str, ipv6_subnet: str | None = None) -> dict[str, Any]:
+    networks = {name: {"driver": "bridge", "labels": {LABEL_RUN: run, "splitlab.network": name}}
+                for name in ("data", "control")}
+    if ipv6_subnet is not None:
+        networks["data"].update({"enable_ipv6": True, "ipam": {"config": [{"subnet": ipv6_subnet}]}})
+    return {"version": "2.4", "services": services, "networks": networks}
 
 
 def render(run_id: str, nodes: list[str], image: str, run_dir: str, token: str,
-           node_env: dict[str, dict[str, str]] | None = None) -> dict[str, Any]:
-    """The compose document of one run: concrete image, run directory, token and per-node environment."""
+           node_env: dict[str, dict[str, str]] | None = None, ipv6: bool = False) -> dict[str, Any]:
+    """The compose document of one run: concrete image, run directory, token and per-node environment. `ipv6`:
+    a dual-stack data network, and the nodes talk over its IPv6 addresses (`SPLITLAB_ADDRESSES`)."""
     node_env = node_env or {}
-    services = {n: _service(n, nodes, run_id, image, run_dir, token, container_name(run_id, n), node_env.get(n, {}))
-                for n in nodes}
-    return _document(services, run_id)
+    ip6 = datanet6.node_addresses(run_id, nodes) if ipv6 else {}
+    addresses = {"SPLITLAB_ADDRESSES": datanet6.addresses_env(ip6, DATA_PORT)} if ipv6 else {}
+    services = {n: _service(n, nodes, run_id, image, run_dir, token, container_name(run_id, n),
+                            {**addresses, **node_env.get(n, {})}, ip6.get(n)) for n in nodes}
+    return _document(services, run_id, str(datanet6.ula_prefix(run_id)) if ipv6 else None)
 
 
 def render_template(count: int = 3) -> dict[str, Any]:

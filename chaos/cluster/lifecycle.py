@@ -75,11 +75,17 @@ def _node_infos(client: docker.DockerClient, run_id: str) -> list[NodeInfo]:
     project = project_name(run_id)
     for ctr in run_containers(client, run_id):
         nets = ctr.attrs["NetworkSettings"]["Networks"]
-        data = nets.get(f"{project}_data", {}).get("IPAddress", "")
+        data = nets.get(f"{project}_data", {})
         control = nets.get(f"{project}_control", {}).get("IPAddress", "")
-        infos.append(NodeInfo(ctr.labels.get(LABEL_NODE, ctr.name), ctr.name, data, control,
-                              int(ctr.attrs["State"].get("Pid") or 0)))
+        infos.append(NodeInfo(ctr.labels.get(LABEL_NODE, ctr.name), ctr.name, data.get("IPAddress", ""), control,
+                              int(ctr.attrs["State"].get("Pid") or 0), data_ip6=_data_ip6(data)))
     return sorted(infos, key=lambda n: (len(n.name), n.name))
+
+
+def _data_ip6(endpoint: Mapping[str, Any]) -> str:
+    """A node's IPv6 data address from its data-network endpoint: the pinned one (`--ipv6`), else ""; a stopped
+    container has no `GlobalIPv6Address` but keeps its pinned address in `IPAMConfig`."""
+    return endpoint.get("GlobalIPv6Address") or (endpoint.get("IPAMConfig") or {}).get("IPv6Address") or ""
 
 
 def _prepare_run_dir(run_dir: Path) -> None:
@@ -120,14 +126,17 @@ def _write_run_files(run_dir: Path, token: str, meta: dict[str, Any]) -> None:
 
 def up(count: int, *, log: Log = _quiet, wait_timeout_s: float = 60, node_env: dict[str, dict[str, str]] | None = None,
        runs_dir: Path | None = None, run_id: str | None = None, inventory: Inventory | None = None,
-       placement: str | None = None) -> Cluster:
+       placement: str | None = None, ipv6: bool = False) -> Cluster:
     """Start a run of `count` nodes and wait until every node hears every other one: on this machine's engine,
-    or over the hosts of `inventory` (placed round-robin or by `placement`, see `chaos.hosts.multi`).
+    or over the hosts of `inventory` (placed round-robin or by `placement`, see `chaos.hosts.multi`). `ipv6`: a
+    dual-stack data network over which the nodes talk IPv6 (chaos.cluster.datanet6; this machine only).
 
     Raises `UsageError` for bad input, `EnvironmentProblem` when Docker, compose or the images are missing or
     the nodes do not come up (with the logs of the nodes that did not); nothing half-started is left behind.
     """
     names = node_names(count)
+    if inventory is not None and ipv6:
+        raise UsageError("--ipv6 is not supported with --inventory yet (the VXLAN data network is IPv4)")
     if inventory is not None:
         return _up_multi(inventory, names, log, wait_timeout_s, node_env, runs_dir, run_id, placement)
     if placement:
@@ -142,14 +151,15 @@ def up(count: int, *, log: Log = _quiet, wait_timeout_s: float = 60, node_env: d
         raise UsageError(f"run {run_id} already has containers: {', '.join(sorted(set(clash)))}",
                          hint="choose another run id or 'splitlab down --run-id " + run_id + "'")
     run_dir, token = _new_run_dir(runs_dir, run_id)
-    document = compose.render(run_id, names, image, str(run_dir), token, node_env)
+    document = compose.render(run_id, names, image, str(run_dir), token, node_env, ipv6=ipv6)
     for svc in document["services"].values():
         svc["labels"][LABEL_DIR] = str(run_dir)
     compose_file = run_dir / "docker-compose.yml"
     compose_file.write_text(compose.dump(document))
     _write_run_files(run_dir, token, {"run_id": run_id, "nodes": names, "image": image,
-                                      "compose_file": str(compose_file)})
-    log(f"run {run_id}: starting {count} node(s) from {image}")
+                                      "compose_file": str(compose_file), "ipv6": ipv6})
+    log(f"run {run_id}: starting {count} node(s) from {image}" + (" on a dual-stack data network, over IPv6"
+                                                                  if ipv6 else ""))
     try:
         run([*compose_cmd, "-p", project_name(run_id), "-f", str(compose_file), "up", "-d", "--no-build"],
             timeout_s=300, hint="see the compose output above")

@@ -19,6 +19,7 @@ class NodeInfo:
     pid: int
     host: str = ""  # the inventory host that runs it; "" on the controller's own engine
     control_port: int = CONTROL_PORT  # on a remote host: the port published on the host's address
+    data_ip6: str = ""  # the IPv6 data address of a dual-stack run (`splitlab up --ipv6`); its nodes talk over it
 
     @property
     def control_url(self) -> str:
@@ -39,6 +40,19 @@ class Cluster:
             if info.name == node:
                 return NodeClient(info.name, info.control_url, self.token, timeout_s)
         raise UsageError(f"run {self.run_id} has no node {node!r}; nodes: {', '.join(self.names)}")
+
+    @property
+    def ipv6(self) -> bool:
+        """A dual-stack run whose nodes talk over IPv6 (`splitlab up --ipv6`)."""
+        return any(n.data_ip6 for n in self.nodes)
+
+    def require_ipv4(self, what: str) -> None:
+        """Refuse `what` on an IPv6 run: raises `UsageError` naming what does not support IPv6 yet."""
+        if self.ipv6:
+            raise UsageError(f"{what}: not supported on IPv6 runs yet, and run {self.run_id} is one "
+                             f"(splitlab up --ipv6)",
+                             hint="partitions, link and message faults (NFQUEUE), pause/resume and kill/start "
+                                  "work on it; use an IPv4 run for the rest")
 
     @property
     def names(self) -> list[str]:

@@ -114,8 +114,10 @@ def context(cluster: Cluster, targets: list[str], member_states: dict[str, dict[
 
 
 def check_targets(cluster: Cluster, settings: Settings) -> None:
-    """Raises `UsageError` for a target that is not a node of the run, or a run on other hosts (the fuzzer sends
-    through raw sockets of this process, in the namespaces of this machine)."""
+    """Raises `UsageError` for a target that is not a node of the run, a run on other hosts (the fuzzer sends
+    through raw sockets of this process, in the namespaces of this machine), or an IPv6 run (its packets are
+    IPv4)."""
+    cluster.require_ipv4("fuzz")
     unknown = [t for t in settings.targets if t not in cluster.names]
     if unknown or not settings.targets:
         raise UsageError(f"unknown target(s) {', '.join(unknown) or '(none)'}; run {cluster.run_id} has "

@@ -85,6 +85,11 @@ def _setns(fd: int) -> None:
                                  hint="the controller must run as root on the Docker host")
 
 
+def address_family(ip: str) -> socket.AddressFamily:
+    """AF_INET6 for an IPv6 address, AF_INET otherwise: the family of a socket bound to or sending to `ip`."""
+    return socket.AF_INET6 if ":" in ip else socket.AF_INET
+
+
 def socket_in(pid: int | None, family: int, type_: int, proto: int = 0) -> socket.socket:
     """A socket created in the network namespace of `pid`; the calling thread returns to its own namespace.
     `pid` None: this process's own namespace (an agent started inside the node's namespace, which has no right

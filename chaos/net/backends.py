@@ -50,7 +50,7 @@ def choose_backend(fault: LinkFault, forced: str | None, caps: Mapping[str, tupl
     for name in ("netem", "nfqueue"):
         if caps[name][0]:
             return name
-    if fault.only_loss:
+    if fault.only_loss and caps["iptables"][0]:
         return "iptables"
     raise EnvironmentProblem(f"no backend can apply {fault.as_dict()}: no sch_netem ({caps['netem'][1]}) and no "
                              f"NFQUEUE ({caps['nfqueue'][1]})", hint="'splitlab doctor' says what is missing")

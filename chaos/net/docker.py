@@ -175,7 +175,14 @@ class DockerNet:
         return WallClock(wait, self.log)
 
     def _endpoints(self) -> dict[str, probe.Endpoint]:
-        return {n.name: probe.Endpoint(n.name, n.pid, n.data_ip) for n in self.cluster.nodes}
+        """The nodes' probe endpoints on their IPv4 data addresses."""
+        return probe_endpoints(self.cluster, ipv6=False)
+
+    def _partition_apply(self, grudge: Grudge) -> None:
+        """`partition.apply` on both families of a dual-stack run, on IPv4 alone otherwise."""
+        partition.apply(self.ledger, self.run_id, grudge, self.namespaces,
+                        {n.name: n.data_ip for n in self.cluster.nodes},
+                        {n.name: n.data_ip6 for n in self.cluster.nodes} if self.cluster.ipv6 else None)
 
     def _refresh(self) -> None:
         """Re-read the nodes (a restarted container has a new PID, namespace and maybe address)."""
@@ -188,8 +195,13 @@ class DockerNet:
         return any(n.host for n in self.cluster.nodes)
 
     def _caps(self) -> dict[str, tuple[bool, str]]:
-        """The link-fault backends of where the nodes run."""
-        return remote_capabilities() if self.multi_host else capabilities()
+        """The link-fault backends of where the nodes run; on an IPv6 run the NFQUEUE shaper alone (netem's u32
+        filters and the statistic-loss chain match IPv4 addresses)."""
+        caps = dict(remote_capabilities() if self.multi_host else capabilities())
+        if self.cluster.ipv6:
+            caps.update({b: (False, "not on IPv6 runs yet (splitlab up --ipv6): the NFQUEUE shaper serves them")
+                         for b in ("netem", "iptables")})
+        return caps
 
     # --- events -----------------------------------------------------------------------------------------------
     def _start_fault(self, kind: str, detail: dict[str, Any], applied_ts: float, effective_ts: float | None) -> str:
@@ -263,12 +275,16 @@ class DockerNet:
     def _effective(self, expected: dict[tuple[str, str], bool]) -> float | None:
         if not self.verify or any(n.host for n in self.cluster.nodes):
             return None  # probes reach only nodes on this machine: a multi-host fault is not verified by them
-        when = probe.wait_for(self._endpoints(), expected)
-        if when is None:
-            bad = {p for p, ok in probe.reachability(self._endpoints(), list(expected)).items() if ok != expected[p]}
-            raise EnvironmentProblem(f"run {self.run_id}: the network did not reach the intended state within 5 s; "
-                                     f"probes disagree on {', '.join(f'{a}->{b}' for a, b in sorted(bad))}",
-                                     hint="'splitlab heal' removes every fault")
+        when = None
+        for family in ([False, True] if self.cluster.ipv6 else [False]):  # a dual-stack run: both families
+            endpoints = probe_endpoints(self.cluster, ipv6=family)
+            when = probe.wait_for(endpoints, expected)
+            if when is None:
+                bad = {p for p, ok in probe.reachability(endpoints, list(expected)).items() if ok != expected[p]}
+                raise EnvironmentProblem(f"run {self.run_id}: the network did not reach the intended state within "
+                                         f"5 s; {'IPv6' if family else 'IPv4'} probes disagree on "
+                                         f"{', '.join(f'{a}->{b}' for a, b in sorted(bad))}",
+                                         hint="'splitlab heal' removes every fault")
         return when
 
     def partition(self, grudge: Mapping[str, Iterable[str]] | str, jam: Jam | None = None) -> str:
@@ -283,9 +299,8 @@ class DockerNet:
         grudge = grudges.union(grudge)
         if jam is not None and not (caps := self._caps())["nfqueue"][0]:
             raise EnvironmentProblem(f"a jammed partition needs NFQUEUE: {caps['nfqueue'][1]}")
-        data_ips = {n.name: n.data_ip for n in self.cluster.nodes}
         if jam is None:  # the drops first, so that nothing slips through before an old jam lets go
-            partition.apply(self.ledger, self.run_id, grudge, self.namespaces, data_ips)
+            self._partition_apply(grudge)
         if jam is not None or self.jam is not None:
             old = self.grudge, self.jam
             self.grudge, self.jam = grudge, jam
@@ -295,7 +310,7 @@ class DockerNet:
                 self.grudge, self.jam = old
                 raise
         if jam is not None:  # the jam holds before old drops go
-            partition.apply(self.ledger, self.run_id, {}, self.namespaces, data_ips)
+            self._partition_apply({})
         applied_ts = time.time()
         self.grudge = grudge
         effective_ts = self._effective(self._expected_reach(grudge))
@@ -338,9 +353,11 @@ class DockerNet:
         return pairs
 
     def _apply_links(self) -> dict[str, str]:
-        """Make every node's backends hold exactly `self.links` and `self.rules`; returns node -> backends used."""
+        """Make every node's backends hold exactly `self.links` and `self.rules`; returns node -> backends used.
+        On an IPv6 run the faults match the peers' IPv6 addresses, and only the NFQUEUE shaper serves them
+        (`_caps`)."""
         caps = self._caps()
-        ips = {n.name: n.data_ip for n in self.cluster.nodes}
+        ips = {n.name: n.data_ip6 if self.cluster.ipv6 else n.data_ip for n in self.cluster.nodes}
         per: dict[str, dict[str, dict[str, LinkFault]]] = {b: {n: {} for n in self.nodes} for b in BACKENDS}
         for (src, dst), (fault, backend) in self.links.items():
             per[backend][src][ips[dst]] = fault
@@ -348,9 +365,10 @@ class DockerNet:
         if self.rules and not caps["nfqueue"][0]:
             raise EnvironmentProblem(f"message faults need NFQUEUE: {caps['nfqueue'][1]}")
         jams_of: dict[str, dict[str, Jam]] = {n: {} for n in self.nodes}
-        if self.jam is not None:
+        if self.jam is not None:  # a dual-stack run's jam holds both families, as its drops would
             for src, dst in grudges.cut_links(self.grudge):
-                jams_of[src][ips[dst]] = self.jam
+                for ip in {ips[dst], self.cluster.node(dst).data_ip}:
+                    jams_of[src][ip] = self.jam
         outstanding = {e.group + ":" + (e.node or "") for e in self.ledger.outstanding()}
 
         def one(node: str) -> None:
@@ -489,6 +507,7 @@ class DockerNet:
         with `src`'s real data address and port, to `dst`. Returns the fault id (an instant: no fault_end)."""
         from chaos.wire import inject as injection
 
+        self.cluster.require_ipv4("inject")
         grudges.check_matrix({(src, dst): LinkFault()}, self.nodes)
         payload = messages if isinstance(messages, bytes) else injection.forge(self.run_id, src, messages)
         sender, receiver = self.cluster.node(src), self.cluster.node(dst)
@@ -510,6 +529,7 @@ class DockerNet:
         """Send captured IPv4 packets again from their original senders' namespaces."""
         from chaos.wire import inject as injection
 
+        self.cluster.require_ipv4("inject --pcap (replay)")
         by_ip = {n.data_ip: n for n in self.cluster.nodes}
         sent = sum(self._send(by_ip[ip], group) for ip, group in injection.by_sender(by_ip, packets).items())
         self.history.emit("fault_start", fault_id=f"inject-{uuid.uuid4().hex[:8]}", kind="inject",
@@ -529,6 +549,7 @@ class DockerNet:
         """A capture (not started) of every node's received data traffic into the pcap `path`: a
         `chaos.wire.capture.Capture` through sockets of this process, or on a multi-host run a
         `chaos.wire.remote.RemoteCapture` of the wire agents on the nodes' hosts."""
+        self.cluster.require_ipv4("capture")
         if self.multi_host:
             from chaos.wire.remote import RemoteCapture
 
@@ -594,8 +615,7 @@ class DockerNet:
         if stale:
             self.ledger.heal(lambda e: e.id in stale)
         if self.grudge and self.jam is None:
-            partition.apply(self.ledger, self.run_id, self.grudge, self.namespaces,
-                            {n.name: n.data_ip for n in self.cluster.nodes})
+            self._partition_apply(self.grudge)
         if self.links or self.rules or self.jam:
             self._apply_links()
         self.log(f"start {node}: docker start, faults re-applied to its new namespace")
@@ -653,4 +673,11 @@ def running_endpoints(run_id: str) -> dict[str, probe.Endpoint] | None:
         return None  # its containers are gone
     if not all(n.pid for n in cluster.nodes) or any(n.host for n in cluster.nodes):
         return None  # a node is down, or on another host where probes do not reach
-    return {n.name: probe.Endpoint(n.name, n.pid, n.data_ip) for n in cluster.nodes}
+    return probe_endpoints(cluster)
+
+
+def probe_endpoints(cluster: clusters.Cluster, ipv6: bool | None = None) -> dict[str, probe.Endpoint]:
+    """The nodes' probe endpoints on their IPv6 data addresses (`ipv6`) or IPv4 ones; None: the family the
+    nodes talk over (IPv6 on a `splitlab up --ipv6` run)."""
+    ipv6 = cluster.ipv6 if ipv6 is None else ipv6
+    return {n.name: probe.Endpoint(n.name, n.pid, n.data_ip6 if ipv6 else n.data_ip) for n in cluster.nodes}

@@ -24,7 +24,7 @@ from scapy.utils import PcapReader, PcapWriter
 
 from chaos.host.netns import socket_in
 from chaos.wire.probe import Endpoint
-from chaos.net.shaper import ipv4
+from chaos.net.shaper import ipudp
 from node.errors import UsageError
 
 ETH_P_IP = 0x0800
@@ -133,7 +133,7 @@ class Capture:
                         data, addr = sock.recvfrom(65535)
                     except BlockingIOError:
                         break
-                    pkt = ipv4.parse(data)
+                    pkt = ipudp.parse(data)
                     if addr[2] == PACKET_OUTGOING or pkt is None or pkt.dst != self._socks[sock]:
                         continue
                     self._writer.write(data)

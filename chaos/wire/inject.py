@@ -26,7 +26,7 @@ from scapy.packet import Packet
 from chaos.wire import dissect
 from chaos.host.netns import socket_in
 from chaos.wire.probe import Endpoint
-from chaos.net.shaper import ipv4
+from chaos.net.shaper import ipudp
 from chaos.net.shaper.spec import BYPASS_MARK
 from node import wire
 from node.errors import EnvironmentProblem, UsageError
@@ -72,7 +72,7 @@ def fragment(pkt: bytes, mtu: int = MTU_BYTES) -> list[bytes]:
         head = bytearray(header)
         struct.pack_into("!HHH", head, 2, ihl + len(chunk), ident, (0x2000 if more else 0) | (offset // 8))
         struct.pack_into("!H", head, 10, 0)
-        struct.pack_into("!H", head, 10, ipv4.checksum(bytes(head)))
+        struct.pack_into("!H", head, 10, ipudp.checksum(bytes(head)))
         out.append(bytes(head) + chunk)
     return out
 
@@ -105,7 +105,7 @@ def send(src: Endpoint, packets: Iterable[bytes]) -> int:
     (IPv4/UDP from `src`'s data address) before the first goes out: bad input sends nothing."""
     checked = []
     for i, pkt in enumerate(packets):
-        parsed = ipv4.parse(pkt)
+        parsed = ipudp.parse(pkt)
         if parsed is None:
             raise UsageError(f"packet {i} is not IPv4/UDP from {src.ip} ({src.node}'s data address)")
         if parsed.src != src.ip:
@@ -151,7 +151,7 @@ class Injector:
 
     def send_packet(self, via: str, pkt: bytes) -> None:
         """Send a whole IPv4 packet from `via`'s namespace; its addresses must be data addresses of the run."""
-        parsed = ipv4.parse(pkt)
+        parsed = ipudp.parse(pkt)
         ips = {ep.ip for ep in self.endpoints.values()}
         if parsed is None or parsed.src not in ips or parsed.dst not in ips:
             raise UsageError("an injected packet must be IPv4/UDP between data addresses of this run")
@@ -186,7 +186,7 @@ def copies(pkt: bytes, count: int) -> list[bytes]:
 
 def packet(src_ip: str, dst_ip: str, payload: bytes, sport: int = wire.DATA_PORT, dport: int = wire.DATA_PORT) -> bytes:
     """The IPv4/UDP packet carrying `payload` from `src_ip`:`sport` to `dst_ip`:`dport`."""
-    return ipv4.build(src_ip, dst_ip, sport, dport, payload)
+    return ipudp.build(src_ip, dst_ip, sport, dport, payload)
 
 
 def inject(src: Endpoint, dst: Endpoint, payload: bytes, count: int = 1, sport: int = wire.DATA_PORT,
@@ -201,7 +201,7 @@ def by_sender(senders: Iterable[str], packets: Iterable[bytes]) -> dict[str, lis
     known = set(senders)
     groups: dict[str, list[bytes]] = {}
     for pkt in packets:
-        parsed = ipv4.parse(pkt)
+        parsed = ipudp.parse(pkt)
         if parsed is None or parsed.src not in known:
             raise UsageError("a replayed packet must be IPv4/UDP from a node of this run")
         groups.setdefault(parsed.src, []).append(pkt)

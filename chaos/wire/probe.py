@@ -3,7 +3,8 @@ node processes.
 
 Sockets are opened inside the namespaces from this process (`chaos.host.netns.socket_in`), bound to the nodes'
 data addresses on `PROBE_PORT` (not the node's port, so nodes never see probes; link faults and partitions match
-addresses, so probes get them like node traffic). A probe carries a magic, a stream id, a sequence number
+addresses, so probes get them like node traffic). An endpoint's address decides its family: IPv6 endpoints
+(`splitlab up --ipv6`) probe over AF_INET6 sockets. A probe carries a magic, a stream id, a sequence number
 and its send time on CLOCK_REALTIME, which every namespace shares; its arrival time is the kernel's receive
 timestamp (SO_TIMESTAMPNS), not the time this process got around to reading it, so a busy controller does not add
 its own scheduling delay to the one-way delays it measures.
@@ -22,7 +23,7 @@ import struct
 import time
 from dataclasses import dataclass, field
 
-from chaos.host.netns import socket_in
+from chaos.host.netns import address_family, socket_in
 from node.errors import EnvironmentProblem
 
 PROBE_PORT = 7199
@@ -38,7 +39,8 @@ _ANCILLARY_BYTES = socket.CMSG_SPACE(_TIMESPEC.size)
 
 @dataclass(frozen=True)
 class Endpoint:
-    """A node's data address inside its namespace (entered through `pid`; None: this process's own)."""
+    """A node's data address (IPv4 or IPv6) inside its namespace (entered through `pid`; None: this process's
+    own)."""
 
     node: str
     pid: int | None
@@ -85,7 +87,7 @@ def udp_socket(ep: Endpoint, port: int = 0, rcvbuf_bytes: int = RCVBUF_BYTES) ->
     """A non-blocking UDP socket in `ep`'s namespace, bound to its data address (`port` 0: any), with kernel
     receive timestamps and a receive buffer of `rcvbuf_bytes` (past net.core.rmem_max when root: SO_RCVBUFFORCE).
     Raises `EnvironmentProblem` when it cannot be bound."""
-    sock = socket_in(ep.pid, socket.AF_INET, socket.SOCK_DGRAM)
+    sock = socket_in(ep.pid, address_family(ep.ip), socket.SOCK_DGRAM)
     try:
         sock.bind((ep.ip, port))
     except OSError as exc:

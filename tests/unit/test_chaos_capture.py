@@ -15,7 +15,7 @@ from scapy.packet import Raw
 from scapy.utils import PcapReader, rdpcap, wrpcap, wrpcapng
 
 from chaos.fuzz import gen as fuzzgen, record as fuzzrecord
-from chaos.net.shaper import ipv4
+from chaos.net.shaper import ipudp
 from chaos.wire import capture
 from node.errors import UsageError
 
@@ -26,9 +26,9 @@ def _with_bad_udp_checksum(packet: bytes) -> bytes:
 
 
 PACKETS = [
-    ipv4.build("10.77.0.2", "10.77.0.3", 7100, 7100, b"x"),  # short: an Ethernet frame of it carries padding
-    _with_bad_udp_checksum(ipv4.build("10.77.0.3", "10.77.0.2", 7100, 7100, bytes(range(256)) * 4)),
-    ipv4.build("10.77.0.4", "10.77.0.2", 7100, 7100, b"\xff" * 1400),
+    ipudp.build("10.77.0.2", "10.77.0.3", 7100, 7100, b"x"),  # short: an Ethernet frame of it carries padding
+    _with_bad_udp_checksum(ipudp.build("10.77.0.3", "10.77.0.2", 7100, 7100, bytes(range(256)) * 4)),
+    ipudp.build("10.77.0.4", "10.77.0.2", 7100, 7100, b"\xff" * 1400),
 ]
 NOT_IPV4 = [ARP(psrc="10.77.0.2", pdst="10.77.0.3"), IPv6(src="fd00::2", dst="fd00::3") / UDP() / Raw(b"v6")]
 

@@ -7,7 +7,7 @@ import struct
 import pytest
 
 from chaos.faults.grudge import LinkFault
-from chaos.net.shaper import ipv4
+from chaos.net.shaper import ipudp
 from chaos.net.shaper.engine import Engine
 from chaos.faults.msgrules import DROP, DUPLICATE, PASS, MsgRule, RuleBook, action_spec, parse_action
 from chaos.net.shaper.spec import ShaperSpec, derive_seed
@@ -20,21 +20,21 @@ NAMES = {A: "n1", B: "n2", C: "n3"}
 
 
 def udp(payload: bytes, dst: str = B) -> bytes:
-    return ipv4.build(A, dst, 7100, 7100, payload)
+    return ipudp.build(A, dst, 7100, 7100, payload)
 
 
 def test_ipv4_build_parse_and_checksums():
     raw = udp(b"hello")
-    pkt = ipv4.parse(raw)
+    pkt = ipudp.parse(raw)
     assert (pkt.src, pkt.dst, pkt.sport, pkt.dport, pkt.payload) == (A, B, 7100, 7100, b"hello")
-    assert ipv4.checksum(raw[:20]) == 0  # a right IP header sums to zero
+    assert ipudp.checksum(raw[:20]) == 0  # a right IP header sums to zero
     pseudo = socket.inet_aton(A) + socket.inet_aton(B) + struct.pack("!BBH", 0, 17, len(raw) - 20)
-    assert ipv4.checksum(pseudo + raw[20:]) in (0, 0xFFFF)
-    flipped = ipv4.parse(ipv4.flip_bit(pkt, random.Random(1)))
+    assert ipudp.checksum(pseudo + raw[20:]) in (0, 0xFFFF)
+    flipped = ipudp.parse(ipudp.flip_bit(pkt, random.Random(1)))
     assert flipped.payload != b"hello" and len(flipped.payload) == 5
     assert sum(bin(x ^ y).count("1") for x, y in zip(flipped.payload, b"hello")) == 1
-    assert ipv4.checksum(flipped.raw[:20]) == 0
-    assert ipv4.parse(b"\x60" + b"\0" * 40) is None  # IPv6 is not ours
+    assert ipudp.checksum(flipped.raw[:20]) == 0
+    assert ipudp.parse(b"\x60" + b"\0" * 40) is None  # IPv6 is not ours
 
 
 def test_parse_action():
@@ -127,7 +127,7 @@ def test_engine_delay_jitter_loss_are_seeded_and_close_to_asked():
 def test_engine_duplicate_corrupt_reorder_rate():
     engine = Engine(spec(links={B: LinkFault(delay_ms=10, duplicate_pct=100, corrupt_pct=100)}))
     v = engine.process(0.0, udp(b"abc"))
-    assert v.at_s == pytest.approx(0.01) and v.payload is not None and ipv4.parse(v.payload).payload != b"abc"
+    assert v.at_s == pytest.approx(0.01) and v.payload is not None and ipudp.parse(v.payload).payload != b"abc"
     assert v.extra == [(v.at_s, v.payload)]
     engine = Engine(spec(links={B: LinkFault(delay_ms=10, reorder_pct=100)}))
     assert engine.process(0.0, udp(b"abc")).at_s == 0.0  # skips the delay: overtakes delayed ones
@@ -144,10 +144,10 @@ def test_engine_message_rules_rewrite_the_datagram():
     data = wire.encode_datagram(CID, "n1", [wire.Heartbeat(1), wire.Pong(2), wire.Ping(3)])
     v = engine.process(0.0, udp(data))
     assert v.at_s == 0.0
-    assert wire.decode_datagram(ipv4.parse(v.payload).payload, CID) == ("n1", [wire.Pong(2)])
+    assert wire.decode_datagram(ipudp.parse(v.payload).payload, CID) == ("n1", [wire.Pong(2)])
     ((at_s, later),) = v.extra
     assert at_s == pytest.approx(0.05)
-    assert wire.decode_datagram(ipv4.parse(later).payload, CID) == ("n1", [wire.Ping(3)])
+    assert wire.decode_datagram(ipudp.parse(later).payload, CID) == ("n1", [wire.Ping(3)])
     only_hb = engine.process(0.0, udp(wire.encode_datagram(CID, "n1", [wire.Heartbeat(2)])))
     assert only_hb.at_s is None and only_hb.extra == []  # nothing left: the packet is dropped
     untouched = udp(wire.encode_datagram(CID, "n1", [wire.Pong(1)]))
@@ -208,6 +208,6 @@ def test_engine_matches_the_first_flag_and_seqno_range_of_dissected_unicast_data
     engine = Engine(spec(rules=rules))
     msgs = [wire.UnicastData(s, 7, s == 1, b"p") for s in range(1, 6)]
     v = engine.process(0.0, udp(wire.encode_datagram(CID, "n1", msgs)))
-    _, kept = wire.decode_datagram(ipv4.parse(v.payload).payload, CID)
+    _, kept = wire.decode_datagram(ipudp.parse(v.payload).payload, CID)
     assert [m.seqno for m in kept] == [2, 5]
     assert spec(rules=rules) == ShaperSpec.from_json(spec(rules=rules).to_json())  # the new fields travel

@@ -17,7 +17,7 @@ import pytest
 
 from chaos.host.ledger import Entry, Ledger
 from chaos.net.docker import DockerNet
-from chaos.net.shaper import control, ipv4, resend
+from chaos.net.shaper import control, ipudp, resend
 
 REPO = Path(__file__).resolve().parents[2]
 A, B = "10.9.0.2", "10.9.0.3"
@@ -36,7 +36,7 @@ class RecordingSocket:
 
 def test_the_udp_datagram_goes_out_from_the_original_source_for_the_kernel_to_build_and_fragment():
     payload = bytes(range(256)) * 12  # 3,072 bytes: larger than any data network's MTU
-    packet = ipv4.build(A, B, 7101, 7100, payload)
+    packet = ipudp.build(A, B, 7101, 7100, payload)
     sock = RecordingSocket()
     sender = resend.ExtraSender(sock)
     assert sender.send(packet)
@@ -50,7 +50,7 @@ def test_the_udp_datagram_goes_out_from_the_original_source_for_the_kernel_to_bu
 
 def test_what_cannot_be_sent_is_counted_by_reason():
     sender = resend.ExtraSender(RecordingSocket(fail_with=errno.ENOBUFS))
-    packet = ipv4.build(A, B, 7101, 7100, b"x")
+    packet = ipudp.build(A, B, 7101, 7100, b"x")
     assert not sender.send(packet) and not sender.send(packet)
     sender.sock.fail_with = errno.EPERM  # an OUTPUT rule dropped it
     assert not sender.send(packet)
@@ -85,7 +85,7 @@ def test_fast_reports_what_the_ended_shaper_could_not_send(tmp_path):
 
 KERNEL_CHECK = textwrap.dedent("""
     import socket, subprocess
-    from chaos.net.shaper import ipv4, resend
+    from chaos.net.shaper import ipudp, resend
     subprocess.run(["ip", "link", "set", "lo", "up", "mtu", "1500"], check=True)
     for ip in ("10.9.0.2", "10.9.0.3"):
         subprocess.run(["ip", "addr", "add", ip + "/24", "dev", "lo"], check=True)
@@ -93,7 +93,7 @@ KERNEL_CHECK = textwrap.dedent("""
     rx.bind(("10.9.0.3", 7100))
     rx.settimeout(2)
     payload = bytes(range(256)) * 12
-    packet = ipv4.build("10.9.0.2", "10.9.0.3", 7101, 7100, payload)
+    packet = ipudp.build("10.9.0.2", "10.9.0.3", 7101, 7100, payload)
     hdrincl = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
     try:
         hdrincl.sendto(packet, ("10.9.0.3", 0))

@@ -151,7 +151,7 @@ def test_heal_of_a_missing_run_directory_is_bad_input(tmp_path, capsys):
 def _fake_up(monkeypatch, tmp_path):
     from chaos.cluster import lifecycle
 
-    def up(count, *, log, wait_timeout_s, run_id, inventory=None, placement=None):
+    def up(count, *, log, wait_timeout_s, run_id, inventory=None, placement=None, ipv6=False):
         log(f"run {run_id}: starting {count} node(s)")
         log(f"run {run_id}: all {count} node(s) hear each other")
         nodes = [lifecycle.NodeInfo(f"n{i}", f"c{i}", f"10.0.0.{i}", f"10.1.0.{i}", 100 + i)

@@ -13,7 +13,7 @@ from chaos.cli.main import main as splitlab
 from chaos.fuzz import gen as fuzzgen, record as fuzzrecord, run as fuzzrun, shrink as fuzzshrink
 from chaos.wire import inject
 from chaos.wire.probe import Endpoint
-from chaos.net.shaper import ipv4
+from chaos.net.shaper import ipudp
 from node import wire
 from node.errors import UsageError, WireError
 from test_fuzzgen import CTX
@@ -29,12 +29,12 @@ def generated(count: int = 150) -> list[fuzzgen.Case]:
 def test_a_record_replays_the_same_datagrams_and_a_header_alone_regenerates_them(tmp_path):
     recorder = fuzzrecord.Recorder(tmp_path, "3", HEADER)
     for case in generated():
-        recorder.write(case, ipv4.build("10.0.0.1", "10.0.0.2", 7100, 7100, case.data))
+        recorder.write(case, ipudp.build("10.0.0.1", "10.0.0.2", 7100, 7100, case.data))
     recorder.close()
     header, cases, count = fuzzrecord.load_replay(recorder.jsonl_path)
     assert header["seed"] == 3 and count == 150 and list(cases) == generated()
     pcap = fuzzrecord.capture.read_pcap(recorder.pcap_path)
-    assert [ipv4.parse(pkt).payload for _, pkt in pcap] == [c.data for c in generated()]
+    assert [ipudp.parse(pkt).payload for _, pkt in pcap] == [c.data for c in generated()]
     header_only = fuzzrecord.Recorder(tmp_path / "h", "3", HEADER, lines=False)
     header_only.close()
     assert header_only.pcap_path is None
@@ -117,13 +117,13 @@ def test_decoded_shows_messages_or_the_reason_of_the_refusal():
 
 def test_large_datagrams_leave_as_fragments_that_reassemble():
     payload = bytes(range(256)) * 200
-    pkt = ipv4.build("10.0.0.1", "10.0.0.2", 7100, 7100, payload)
+    pkt = ipudp.build("10.0.0.1", "10.0.0.2", 7100, 7100, payload)
     pieces = inject.fragment(pkt)
     assert len(pieces) == 35 and all(len(p) <= inject.MTU_BYTES for p in pieces)
     assert len({IP(p).id for p in pieces}) == 1
     (whole,) = defragment([IP(p) for p in pieces])
     assert bytes(whole[UDP].payload) == payload
-    small = ipv4.build("10.0.0.1", "10.0.0.2", 7100, 7100, b"x")
+    small = ipudp.build("10.0.0.1", "10.0.0.2", 7100, 7100, b"x")
     assert inject.fragment(small) == [small]
 
 
@@ -131,9 +131,9 @@ def test_the_injector_refuses_addresses_outside_the_run_before_opening_anything(
     eps = {"n1": Endpoint("n1", 1, "10.0.0.1"), "n2": Endpoint("n2", 2, "10.0.0.2")}
     with inject.Injector(eps) as injector:
         with pytest.raises(UsageError, match="between data addresses of this run"):
-            injector.send_packet("n1", ipv4.build("10.0.0.1", "8.8.8.8", 7100, 7100, b"x"))
+            injector.send_packet("n1", ipudp.build("10.0.0.1", "8.8.8.8", 7100, 7100, b"x"))
         with pytest.raises(UsageError, match="between data addresses of this run"):
-            injector.send_packet("n1", ipv4.build("192.0.2.7", "10.0.0.2", 7100, 7100, b"x"))
+            injector.send_packet("n1", ipudp.build("192.0.2.7", "10.0.0.2", 7100, 7100, b"x"))
         with pytest.raises(UsageError, match="not a node of this run"):
             injector.packet("n1", "n9", b"x")
         assert injector._socks == {}

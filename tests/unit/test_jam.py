@@ -13,7 +13,7 @@ from chaos.harness import actions, runner
 from chaos.harness.errors import ScenarioError
 from chaos.harness.load import load_text
 from chaos.harness.progress import Progress
-from chaos.net.shaper import ipv4
+from chaos.net.shaper import ipudp
 from chaos.net.shaper.engine import Engine
 from chaos.net.shaper.spec import ShaperSpec
 from node.errors import UsageError
@@ -118,11 +118,11 @@ def _spec(generation: int, jammed: dict[str, Jam]) -> ShaperSpec:
 
 def test_the_engine_holds_jammed_packets_and_lets_them_go_when_a_reload_lifts_the_jam() -> None:
     engine = Engine(_spec(1, {B: Jam("fifo", cap=4), C: Jam("shuffle")}))
-    to_b = [ipv4.build(A, B, 7100, 7100, b"%d" % i) for i in range(6)]
-    to_c = [ipv4.build(A, C, 7100, 7100, b"%d" % i) for i in range(40)]
+    to_b = [ipudp.build(A, B, 7100, 7100, b"%d" % i) for i in range(6)]
+    to_c = [ipudp.build(A, C, 7100, 7100, b"%d" % i) for i in range(40)]
     for raw in to_b + to_c:
         assert engine.process(0.0, raw).at_s is None  # taken off the queue: the shaper keeps a copy
-    other = engine.process(0.0, ipv4.build(C, A, 7100, 7100, b"x"))
+    other = engine.process(0.0, ipudp.build(C, A, 7100, 7100, b"x"))
     assert other.at_s == 0.0  # not jammed: on its way
     assert (engine.stats["jam_held"], engine.stats["jam_dropped"], engine.jammed) == (46, 2, 44)
     lifted_b = Engine(_spec(2, {C: Jam("shuffle")}), previous=engine)
@@ -135,7 +135,7 @@ def test_the_engine_holds_jammed_packets_and_lets_them_go_when_a_reload_lifts_th
 
 def test_a_jam_that_stays_keeps_what_it_holds_across_a_reload() -> None:
     engine = Engine(_spec(1, {B: Jam()}))
-    engine.process(0.0, ipv4.build(A, B, 7100, 7100, b"kept"))
+    engine.process(0.0, ipudp.build(A, B, 7100, 7100, b"kept"))
     again = Engine(_spec(2, {B: Jam()}), previous=engine)
     assert again.lifted == [] and again.jammed == 1
 

@@ -29,7 +29,7 @@ class FakeNs:
 def restores_to_the_fakes(monkeypatch):
     """The restores that iptables.apply releases together go to each fake namespace's `exec`, one by one."""
     monkeypatch.setattr(iptables, "restore_together",
-                        lambda jobs: [ns.exec(iptables.RESTORE, input_text=text) for ns, text in jobs])
+                        lambda jobs: [ns.exec(argv, input_text=text) for ns, argv, text in jobs])
 
 def namespaces():
     return {name: FakeNs(name, inode) for inode, name in enumerate(IPS, 1)}

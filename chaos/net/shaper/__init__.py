@@ -2,7 +2,7 @@
 
 - `spec`: what one shaper process does (link faults per peer address, message rules, seed), as JSON;
 - `engine`: the pure, seeded per-packet decisions (message rules: `chaos.faults.msgrules`);
-- `ipv4`: IPv4/UDP bytes (parse, rewrite with checksums, flip a bit);
+- `ipudp`: IPv4/UDP and IPv6/UDP bytes (parse, rewrite with checksums, flip a bit);
 - `disttable`: iproute2's delay distribution tables and netem's correlated draws;
 - `resend`: sending the shaper's own packets (duplicates, split or held messages), fragmented by the kernel;
 - `__main__`: the process: NetfilterQueue binding, timer heap, counters;

@@ -20,6 +20,7 @@ as started; `scheduling` in its stats says which.
 from __future__ import annotations
 
 import argparse
+import errno
 import heapq
 import itertools
 import json
@@ -47,13 +48,24 @@ REALTIME_PRIORITY = 1  # SCHED_FIFO's lowest: ahead of every normal process, beh
 FALLBACK_NICENESS = -10
 
 
+def _socket6(mark: int) -> socket.socket | None:
+    """The raw IPv6 UDP socket for extra packets of an IPv6 run; None where the kernel has no IPv6 (its extra
+    packets are then counted as `no_ipv6_socket`, and an IPv4 run needs none)."""
+    try:
+        return resend.open_socket(mark, socket.AF_INET6)
+    except OSError as exc:
+        if exc.errno in (errno.EAFNOSUPPORT, errno.EPROTONOSUPPORT):
+            return None
+        raise
+
+
 class Shaper:
     def __init__(self, spec_path: Path) -> None:
         self.spec_path = spec_path
         self.engine = Engine(self._load())
         self.heap: list[tuple[float, int, Packet | bytes]] = []
         self.order = itertools.count()
-        self.sender = resend.ExtraSender(resend.open_socket(self.engine.spec.mark))
+        self.sender = resend.ExtraSender(resend.open_socket(self.engine.spec.mark), _socket6(self.engine.spec.mark))
         self.nfq = NetfilterQueue()
         self.signals: set[int] = set()
         self._stats_at_s = 0.0

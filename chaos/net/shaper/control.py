@@ -7,6 +7,10 @@ the shaper's own packets (bypass mark) through, then sends UDP toward each shape
 queue with `--queue-bypass`, so traffic flows unshaped rather than stopping if the shaper is not there. Control
 traffic goes to other addresses and is never queued.
 
+On an IPv6 run (`splitlab up --ipv6`) the destinations are IPv6 addresses: the same chain is built with
+ip6tables (`iptables.QUEUE.v6()`, one more ledger entry of the group) and the IPv4 chain holds the bypass rule
+alone; both are filled in one armed release.
+
 A node on another host (a multi-host run) gets the same process in a container there (`chaos.net.shaper.remote`);
 its queue chain is set over SSH like any chain of that host.
 """
@@ -36,12 +40,19 @@ START_TIMEOUT_S = 10.0
 RELOAD_TIMEOUT_S = 5.0
 
 
-def queue_rules(spec: ShaperSpec) -> list[str]:
-    """The queue chain's rules: the shaper's own packets (bypass mark) pass, UDP toward each of the spec's
-    destinations goes to the queue (`--queue-bypass`: unshaped rather than stopped when no shaper listens)."""
+QUEUE6 = iptables.QUEUE.v6()
+
+
+def queue_rules(spec: ShaperSpec, family: int = 4) -> list[str]:
+    """The queue chain's rules for `family`'s destinations: the shaper's own packets (bypass mark) pass, UDP
+    toward each of the spec's destinations goes to the queue (`--queue-bypass`: unshaped rather than stopped
+    when no shaper listens). IPv6: none at all when the spec has no IPv6 destination (no ip6tables chain)."""
+    ips = [ip for ip in spec.destinations if (":" in ip) == (family == 6)]
+    if family == 6 and not ips:
+        return []
     return [f"-m mark --mark {spec.mark:#x} -j RETURN",
-            *(f"-d {ip}/32 -p udp -j NFQUEUE --queue-num {spec.queue_num} --queue-bypass"
-              for ip in spec.destinations)]
+            *(f"-d {ip}/{128 if family == 6 else 32} -p udp -j NFQUEUE --queue-num {spec.queue_num} --queue-bypass"
+              for ip in ips)]
 
 
 def spec_path(run_dir: Path, node: str) -> Path:
@@ -156,7 +167,8 @@ def ensure(ledger: Ledger, ns: Netns, spec: ShaperSpec) -> None:
         spec.generation = ShaperSpec.from_json(path.read_text()).generation + 1
         spec.write(path)
         _reload(entry, path, spec.generation)
-    iptables.apply(ledger, iptables.QUEUE, spec.run_id, [(ns, queue_rules(spec))])
+    iptables.apply_kinds(ledger, spec.run_id, [(iptables.QUEUE, [(ns, queue_rules(spec))]),
+                                               (QUEUE6, [(ns, queue_rules(spec, 6))])])
 
 
 def stop(ledger: Ledger, node: str | None = None) -> int:

@@ -23,7 +23,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from chaos.faults.grudge import LinkFault
-from chaos.net.shaper import disttable, ipv4
+from chaos.net.shaper import disttable, ipudp
 from chaos.faults.msgrules import DROP, DUPLICATE, PASS, RuleBook
 from chaos.net.shaper.spec import ShaperSpec
 from node import wire
@@ -79,7 +79,7 @@ class Engine:
         return sum(len(q) for q in self.jams.values())
 
     def process(self, now_s: float, raw: bytes) -> Verdict:
-        pkt = ipv4.parse(raw)
+        pkt = ipudp.parse(raw)
         if pkt is None:
             self.stats["not_udp"] += 1
             return Verdict(now_s)
@@ -101,7 +101,7 @@ class Engine:
             return verdict
         return self._link(now_s, pkt, fault, verdict)
 
-    def _messages(self, now_s: float, pkt: ipv4.UdpPacket, dst: str) -> tuple[ipv4.UdpPacket | None, Verdict]:
+    def _messages(self, now_s: float, pkt: ipudp.UdpPacket, dst: str) -> tuple[ipudp.UdpPacket | None, Verdict]:
         from chaos.wire import dissect  # scapy loads only when a message rule exists (images.AGENT_LAZY_IMPORTS)
 
         if not pkt.payload.startswith(b"SL"):
@@ -138,7 +138,7 @@ class Engine:
         head = pkt.payload[:wire.HEAD_BYTES + datagram.sender_len]
 
         def packet(messages: list[bytes]) -> bytes:
-            return ipv4.with_payload(pkt, head + len(messages).to_bytes(2, "big") + b"".join(messages))
+            return ipudp.with_payload(pkt, head + len(messages).to_bytes(2, "big") + b"".join(messages))
 
         extra = [(at_s, packet(msgs)) for at_s, msgs in sorted(later.items())]
         if copies:
@@ -146,7 +146,7 @@ class Engine:
         if not kept:
             return None, Verdict(None, extra=extra)
         rewritten = packet(kept)
-        return ipv4.parse(rewritten), Verdict(now_s, payload=rewritten, extra=extra)
+        return ipudp.parse(rewritten), Verdict(now_s, payload=rewritten, extra=extra)
 
     def _delay_draw(self, dst: str, corr_pct: float) -> float:
         """A uniform draw in [0, 1) for the delay toward `dst`, correlated with the last as netem does."""
@@ -154,14 +154,14 @@ class Engine:
             self.draws[dst] = disttable.Correlated(self.rng, corr_pct)
         return self.draws[dst].draw()
 
-    def _link(self, now_s: float, pkt: ipv4.UdpPacket, fault: LinkFault, verdict: Verdict) -> Verdict:
+    def _link(self, now_s: float, pkt: ipudp.UdpPacket, fault: LinkFault, verdict: Verdict) -> Verdict:
         rng = self.rng
         if fault.loss_pct and rng.random() * 100 < fault.loss_pct:
             self.stats["lost"] += 1
             return Verdict(None, extra=verdict.extra)
         payload = verdict.payload
         if fault.corrupt_pct and rng.random() * 100 < fault.corrupt_pct:
-            payload = ipv4.flip_bit(pkt, rng)
+            payload = ipudp.flip_bit(pkt, rng)
             self.stats["corrupted"] += 1
         at_s = now_s
         if fault.rate_kbit:

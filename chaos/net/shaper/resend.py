@@ -21,6 +21,9 @@ What works in a node's namespace, and what does not:
   (SO_MARK) keeps the copies out of the queue.
 A raw UDP socket also receives a clone of every UDP datagram the namespace receives; a socket filter that
 accepts nothing keeps its queue empty.
+
+IPv6 packets (a `splitlab up --ipv6` run) leave the same way through a raw IPv6 UDP socket: the source given by
+IPV6_PKTINFO, the UDP checksum (computed for that source) as in the original.
 """
 from __future__ import annotations
 
@@ -31,17 +34,18 @@ import struct
 from collections import Counter
 from typing import Any
 
-from chaos.net.shaper import ipv4
+from chaos.net.shaper import ipudp
 
 IP_PKTINFO = 8  # <linux/in.h>; Python's socket module does not name it
+IPV6_PKTINFO = 50  # <linux/in6.h>
 SO_ATTACH_FILTER = 26  # <asm-generic/socket.h>
 BPF_RET_K = 0x06  # BPF_RET | BPF_K: return a constant (the number of bytes to accept)
 
 
-def open_socket(mark: int) -> socket.socket:
-    """The raw UDP socket described in the module docstring: kernel-built IP headers, the bypass `mark`, and a
-    filter that accepts no incoming datagram. Raises `PermissionError` without CAP_NET_RAW."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_UDP)
+def open_socket(mark: int, family: int = socket.AF_INET) -> socket.socket:
+    """The raw UDP socket described in the module docstring (of `family`): kernel-built IP headers, the bypass
+    `mark`, and a filter that accepts no incoming datagram. Raises `PermissionError` without CAP_NET_RAW."""
+    sock = socket.socket(family, socket.SOCK_RAW, socket.IPPROTO_UDP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_MARK, mark)
     accept_nothing = ctypes.create_string_buffer(struct.pack("=HBBI", BPF_RET_K, 0, 0, 0))
     sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, struct.pack("@HP", 1, ctypes.addressof(accept_nothing)))
@@ -53,24 +57,38 @@ def pktinfo(src: str) -> bytes:
     return struct.pack("=i4s4s", 0, socket.inet_aton(src), bytes(4))
 
 
-class ExtraSender:
-    """Sends the shaper's own packets (whole IPv4/UDP packets, as the engine makes them) and counts them:
-    `sent`, and `failed` by reason (the errno's name, or `not_udp`)."""
+def pktinfo6(src: str) -> bytes:
+    """struct in6_pktinfo {in6_addr addr; int ifindex}: send with source address `src`."""
+    return struct.pack("=16si", socket.inet_pton(socket.AF_INET6, src), 0)
 
-    def __init__(self, sock: Any) -> None:
+
+class ExtraSender:
+    """Sends the shaper's own packets (whole IPv4/UDP or IPv6/UDP packets, as the engine makes them; the latter
+    through `sock6`) and counts them: `sent`, and `failed` by reason (the errno's name, `not_udp`, or
+    `no_ipv6_socket`)."""
+
+    def __init__(self, sock: Any, sock6: Any = None) -> None:
         self.sock = sock
+        self.sock6 = sock6
         self.sent = 0
         self.failed: Counter[str] = Counter()
 
     def send(self, packet: bytes) -> bool:
         """Send `packet`'s UDP datagram from its source to its destination. Returns whether it went."""
-        pkt = ipv4.parse(packet)
+        pkt = ipudp.parse(packet)
         if pkt is None:
             self.failed["not_udp"] += 1
             return False
         segment = pkt.raw[pkt.header_len:pkt.header_len + 8 + len(pkt.payload)]
+        if pkt.version == 6 and self.sock6 is None:
+            self.failed["no_ipv6_socket"] += 1
+            return False
         try:
-            self.sock.sendmsg([segment], [(socket.IPPROTO_IP, IP_PKTINFO, pktinfo(pkt.src))], 0, (pkt.dst, 0))
+            if pkt.version == 6:
+                self.sock6.sendmsg([segment], [(socket.IPPROTO_IPV6, IPV6_PKTINFO, pktinfo6(pkt.src))], 0,
+                                   (pkt.dst, 0))
+            else:
+                self.sock.sendmsg([segment], [(socket.IPPROTO_IP, IP_PKTINFO, pktinfo(pkt.src))], 0, (pkt.dst, 0))
         except OSError as exc:  # ENOBUFS, EPERM (an OUTPUT rule dropped it), EMSGSIZE (beyond 64 KB), ...
             self.failed[errno.errorcode.get(exc.errno, str(exc.errno))] += 1
             return False

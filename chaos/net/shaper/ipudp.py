@@ -1,7 +1,10 @@
-"""IPv4/UDP packets as bytes: parse the parts the shaper needs, rebuild with a new UDP payload, flip a bit.
+"""IPv4/UDP and IPv6/UDP packets as bytes: parse the parts the shaper needs, rebuild with a new UDP payload,
+flip a bit.
 
 The shaper sees whole IP packets (NFQUEUE copies them from the kernel, checksums complete). Every function
-here is pure and returns new bytes with correct IP and UDP checksums.
+here is pure and returns new bytes with correct IP and UDP checksums. IPv6 (a `splitlab up --ipv6` run): the
+fixed 40-byte header with UDP as its next header (packets with extension headers are not parsed, as IPv4
+fragments are not); no header checksum, the UDP checksum over the IPv6 pseudo header (RFC 8200 8.1).
 """
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import struct
 from dataclasses import dataclass
 
 UDP_PROTO = 17
+IPV6_HEADER_BYTES = 40
 
 
 @dataclass(frozen=True)
@@ -25,9 +29,17 @@ class UdpPacket:
     header_len: int  # IP header length in bytes
     raw: bytes
 
+    @property
+    def version(self) -> int:
+        """4 or 6."""
+        return self.raw[0] >> 4
+
 
 def parse(raw: bytes) -> UdpPacket | None:
-    """The UDP view of an IPv4 packet, or None for anything else (other protocols, fragments, truncation)."""
+    """The UDP view of an IPv4 or IPv6 packet, or None for anything else (other protocols, fragments, extension
+    headers, truncation)."""
+    if raw and raw[0] >> 4 == 6:
+        return _parse6(raw)
     if len(raw) < 28 or raw[0] >> 4 != 4 or raw[9] != UDP_PROTO:
         return None
     ihl = (raw[0] & 0x0F) * 4
@@ -37,6 +49,15 @@ def parse(raw: bytes) -> UdpPacket | None:
     sport, dport, length = struct.unpack_from("!HHH", raw, ihl)
     payload = raw[ihl + 8:ihl + length] if length >= 8 else b""
     return UdpPacket(socket.inet_ntoa(raw[12:16]), socket.inet_ntoa(raw[16:20]), sport, dport, payload, ihl, raw)
+
+
+def _parse6(raw: bytes) -> UdpPacket | None:
+    if len(raw) < IPV6_HEADER_BYTES + 8 or raw[6] != UDP_PROTO:
+        return None
+    sport, dport, length = struct.unpack_from("!HHH", raw, IPV6_HEADER_BYTES)
+    payload = raw[IPV6_HEADER_BYTES + 8:IPV6_HEADER_BYTES + length] if length >= 8 else b""
+    return UdpPacket(socket.inet_ntop(socket.AF_INET6, raw[8:24]), socket.inet_ntop(socket.AF_INET6, raw[24:40]),
+                     sport, dport, payload, IPV6_HEADER_BYTES, raw)
 
 
 def _sum16(data: bytes) -> int:
@@ -53,8 +74,12 @@ def checksum(data: bytes) -> int:
 
 
 def udp_checksum(src: bytes, dst: bytes, udp: bytes) -> int:
-    """The UDP checksum over the pseudo header and `udp` (whose checksum field is zero); 0 becomes 0xFFFF."""
-    pseudo = src + dst + struct.pack("!BBH", 0, UDP_PROTO, len(udp))
+    """The UDP checksum over the pseudo header and `udp` (whose checksum field is zero); 0 becomes 0xFFFF. 16-byte
+    addresses: the IPv6 pseudo header."""
+    if len(src) == 16:
+        pseudo = src + dst + struct.pack("!I3xB", len(udp), UDP_PROTO)
+    else:
+        pseudo = src + dst + struct.pack("!BBH", 0, UDP_PROTO, len(udp))
     value = checksum(pseudo + udp)
     return value or 0xFFFF
 
@@ -63,6 +88,10 @@ def with_payload(pkt: UdpPacket, payload: bytes) -> bytes:
     """`pkt` carrying `payload` instead, IP total length, UDP length and both checksums recomputed."""
     header = bytearray(pkt.raw[:pkt.header_len])
     udp = bytearray(struct.pack("!HHHH", pkt.sport, pkt.dport, 8 + len(payload), 0) + payload)
+    if pkt.version == 6:
+        struct.pack_into("!H", udp, 6, udp_checksum(bytes(header[8:24]), bytes(header[24:40]), bytes(udp)))
+        struct.pack_into("!H", header, 4, len(udp))  # the payload length; IPv6 has no header checksum
+        return bytes(header) + bytes(udp)
     struct.pack_into("!H", udp, 6, udp_checksum(bytes(header[12:16]), bytes(header[16:20]), bytes(udp)))
     struct.pack_into("!H", header, 2, len(header) + len(udp))
     struct.pack_into("!H", header, 10, 0)

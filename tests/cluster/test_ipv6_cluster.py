@@ -1,0 +1,105 @@
+"""`splitlab up --ipv6` on real containers: a 2-node run on a dual-stack data network whose nodes hear each other
+over IPv6, a one-way cut `n2<-n1` measured with plain AF_INET6 UDP sockets opened in the nodes' namespaces
+(n1->n2 blocked, n2->n1 passes), the heal (both pass), and nothing left behind (ledger, iptables, ip6tables);
+a delay on one IPv6 link by the NFQUEUE shaper, measured by IPv6 probes; capture refusing the run by name.
+"""
+from __future__ import annotations
+
+import ipaddress
+import os
+import select
+import socket
+import time
+
+import pytest
+
+from chaos.cluster import datanet6
+from chaos.cluster import lifecycle as clusters
+from chaos.host.ledger import Ledger
+from chaos.host.netns import socket_in
+from chaos.net.docker import DockerNet, probe_endpoints
+from chaos.wire import probe
+
+pytestmark = pytest.mark.splitlab_cluster
+PORT = 7198  # neither the node's port nor the probes'
+
+
+@pytest.fixture(scope="module")
+def run(splitlab_runs_dir):
+    if os.geteuid() != 0:
+        pytest.fail("cluster tests need root (the controller enters container namespaces)", pytrace=False)
+    started = clusters.up(2, runs_dir=splitlab_runs_dir, ipv6=True, wait_timeout_s=30)
+    try:
+        yield started
+    finally:
+        Ledger(started.run_dir).heal()
+        clusters.down(started.run_id)
+
+
+def passes(run, src: str, dst: str, tries: int = 5, wait_s: float = 0.3) -> bool:
+    """Does a plain AF_INET6 UDP datagram from `src`'s IPv6 data address reach `dst`'s?"""
+    a, b = run.node(src), run.node(dst)
+    rx = socket_in(b.pid, socket.AF_INET6, socket.SOCK_DGRAM)
+    tx = socket_in(a.pid, socket.AF_INET6, socket.SOCK_DGRAM)
+    try:
+        rx.bind((b.data_ip6, PORT))
+        tx.bind((a.data_ip6, 0))
+        token = os.urandom(8)
+        for _ in range(tries):
+            tx.sendto(token, (b.data_ip6, PORT))
+            if select.select([rx], [], [], wait_s / tries)[0]:
+                data, addr = rx.recvfrom(64)
+                if data == token and addr[0] == a.data_ip6:
+                    return True
+        return bool(select.select([rx], [], [], wait_s)[0]) and rx.recvfrom(64)[0] == token
+    finally:
+        rx.close()
+        tx.close()
+
+
+def leftovers(run) -> list[str]:
+    found = [f"ledger: {e.what}" for e in Ledger(run.run_dir).outstanding()]
+    for name, ns in clusters.namespaces(clusters.load(run.run_id)).items():
+        for tool in ("iptables", "ip6tables"):
+            found += [f"{name} {tool}: {line}" for line in ns.exec([tool, "-S"]).stdout.splitlines()
+                      if run.run_id in line]
+    return found
+
+
+def test_nodes_talk_over_ipv6_and_a_one_way_cut_holds_on_ipv6(run):
+    prefix = datanet6.ula_prefix(run.run_id)
+    for info in run.nodes:
+        assert ipaddress.IPv6Address(info.data_ip6) in prefix and info.data_ip  # dual stack: both addresses
+        state = run.client(info.name).state()
+        assert state["data_ip"] == info.data_ip6  # the node's data socket is bound to its IPv6 address
+        assert run.client(info.name).hears() == set(run.names) - {info.name}
+    assert passes(run, "n1", "n2") and passes(run, "n2", "n1")
+
+    net = DockerNet(run, seed=3)
+    start_s = time.monotonic()
+    net.partition("n2<-n1")  # verified by IPv4 and IPv6 probes before it returns
+    rules = clusters.namespaces(run)["n2"].exec(["ip6tables", "-S"]).stdout
+    assert f"-A SL-{run.run_id} -s {run.node('n1').data_ip6}/128 -j DROP" in rules
+    assert not passes(run, "n1", "n2"), "n1->n2 should be cut over IPv6"
+    assert passes(run, "n2", "n1"), "n2->n1 should pass (the cut is one way)"
+    assert {e.what.split()[0] for e in Ledger(run.run_dir).outstanding()} == {"iptables", "ip6tables"}
+
+    net.heal_all()  # what 'splitlab heal' runs: every ledger entry, both families
+    assert passes(run, "n1", "n2") and passes(run, "n2", "n1")
+    assert leftovers(run) == []
+    assert time.monotonic() - start_s < 15
+
+
+def test_the_shaper_delays_one_ipv6_link_and_what_is_not_supported_refuses_by_name(run, tmp_path):
+    from node.errors import UsageError
+
+    ends = probe_endpoints(run, ipv6=True)
+    with DockerNet(run, seed=3) as net:
+        net.slow(delay_ms=30, links=[("n1", "n2")])
+        slow = probe.measure(ends["n1"], ends["n2"], count=100, interval_ms=2)
+        other = probe.measure(ends["n2"], ends["n1"], count=100, interval_ms=2)
+        with pytest.raises(UsageError, match=r"capture: not supported on IPv6 runs yet"):
+            net.capture(tmp_path / "x.pcap")
+    assert slow.received == 100 and slow.percentile_ms(50) >= 28, slow.as_dict()
+    assert other.received == 100 and other.percentile_ms(50) < 10, other.as_dict()
+    assert leftovers(run) == []
