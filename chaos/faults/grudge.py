@@ -25,7 +25,7 @@ import math
 import random
 import re
 from dataclasses import asdict, dataclass, fields
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from node.errors import UsageError
 from node.sim import jam as jams
@@ -200,6 +200,25 @@ def partition_detail(grudge: Mapping[str, Iterable[str]], jam: Jam | None = None
     if jam is not None:
         detail.update(mode="jam", **jam.as_dict())
     return detail
+
+
+NODE_FAULTS = ("pause", "kill")
+EVERY_LINK = "*"  # the dst of a node fault (every link of the node), both ends of a fault of no known shape
+
+
+def fault_links(kind: str, detail: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The (src, dst) links a fault acts on, read from its `fault_start` detail: a partition's cut pairs, a
+    link fault's matrix (slow, flaky, shape), a message rule's link, a node fault's node with `dst` = `*`; a
+    fault of another shape is `(*, *)`. Raises KeyError or TypeError for a detail of the wrong shape."""
+    if kind == "partition":
+        return sorted(cut_links(detail["grudge"]))
+    if "links" in detail:
+        return [(src, dst) for src, _, dst in (pair.partition("->") for pair in sorted(detail["links"]))]
+    if kind == "msg_fault":
+        return [(str(detail["src"]), str(detail["dst"]))]
+    if kind in NODE_FAULTS:
+        return [(str(detail["node"]), EVERY_LINK)]
+    return [(EVERY_LINK, EVERY_LINK)]
 
 
 _TOPOLOGIES = ("bisect", "bridge", "ring", "majority", "minority-third", "isolate:<node>")

@@ -25,14 +25,14 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from chaos.ddmin import ddmin
-from chaos.harness.schema import STEP_KEYS
+from chaos.harness.schema import ENDABLE, LINK_ACTIONS, STEP_KEYS
 
 Trial = Callable[[dict[str, Any]], bool]
 Log = Callable[[str], None]
 MIN_FAULT_S = 0.1        # phase 2 does not shorten a fault below this
 MIN_NODES = 2
 _NODE = re.compile(r"\bn(\d+)\b")
-LINK_FAULTS = ("slow", "flaky", "shape", "msg_fault")
+LINK_FAULTS = (*LINK_ACTIONS, "msg_fault")  # what `fast` ends
 
 
 def action_of(step: dict[str, Any]) -> str:
@@ -76,7 +76,7 @@ def _ends(opening: dict[str, Any], later: dict[str, Any]) -> bool:
     if then == "end":
         return opening.get("id") is not None and arg == opening["id"]
     if then == "heal" and arg == "all":
-        return action in ("partition", *LINK_FAULTS, "pause", "kill")
+        return action in ENDABLE and action != "fault"
     if action == "partition":
         return then == "heal"
     if action in LINK_FAULTS:
@@ -93,7 +93,7 @@ def group_units(steps: list[dict[str, Any]]) -> tuple[list[int], list[Unit]]:
     workloads = [i for i, s in enumerate(steps) if action_of(s) == "workload"]
     claimed: set[int] = set()
     units: list[Unit] = []
-    openers = ("partition", *LINK_FAULTS, "pause", "kill", "fault")
+    openers = ENDABLE
     for i, step in enumerate(steps):
         if action_of(step) not in openers:
             continue

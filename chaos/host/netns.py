@@ -90,6 +90,11 @@ def address_family(ip: str) -> socket.AddressFamily:
     return socket.AF_INET6 if ":" in ip else socket.AF_INET
 
 
+def host_rule(ip: str) -> str:
+    """`ip` as an iptables/ip6tables address of one host: `/32` for IPv4, `/128` for IPv6."""
+    return f"{ip}/{128 if address_family(ip) == socket.AF_INET6 else 32}"
+
+
 def socket_in(pid: int | None, family: int, type_: int, proto: int = 0) -> socket.socket:
     """A socket created in the network namespace of `pid`; the calling thread returns to its own namespace.
     `pid` None: this process's own namespace (an agent started inside the node's namespace, which has no right

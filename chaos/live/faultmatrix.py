@@ -26,13 +26,11 @@ from typing import Any, Iterator, Mapping
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from chaos.faults.grudge import cut_links
+from chaos.faults.grudge import NODE_FAULTS, fault_links
 from chaos.faults.msgrules import MsgRule
 from node.errors import EnvironmentProblem, SplitlabError
 from node.wire import message_types
 
-NODE_FAULTS = ("pause", "kill")
-EVERY_LINK = "*"  # the dst of a node fault: every link of the node
 
 
 @dataclass(frozen=True)
@@ -83,19 +81,19 @@ def expand(fault_id: str, info: Mapping[str, Any], effective_ts: float | None) -
     def link(src: str, dst: str, text: str) -> FaultLink:
         return FaultLink(fault_id, kind, src, dst, text, since, effective_ts)
 
+    links = fault_links(kind, detail)
     if kind == "partition":
         text = "cut" if detail.get("mode") != "jam" else f"jam (release {detail.get('release')})"
-        return [link(s, d, text) for s, d in sorted(cut_links(detail["grudge"]))]
+        return [link(s, d, text) for s, d in links]
     if "links" in detail:  # slow, flaky, shape
         backends = [str(b) for b in detail.get("backends", [])]
-        return [link(*pair.split("->", 1), _link_detail(fault, backends))
-                for pair, fault in sorted(detail["links"].items())]
+        return [link(s, d, _link_detail(detail["links"][f"{s}->{d}"], backends)) for s, d in links]
     if kind == "msg_fault":
-        return [link(str(detail["src"]), str(detail["dst"]), _msg_detail(detail))]
+        return [link(s, d, _msg_detail(detail)) for s, d in links]
     if kind in NODE_FAULTS:
         method = detail.get("method")
-        return [link(str(detail["node"]), EVERY_LINK, kind + (f" ({method})" if method else ""))]
-    return [link(EVERY_LINK, EVERY_LINK, json.dumps(detail, sort_keys=True)[:80])]
+        return [link(s, d, kind + (f" ({method})" if method else "")) for s, d in links]
+    return [link(s, d, json.dumps(detail, sort_keys=True)[:80]) for s, d in links]
 
 
 def verifications(history: Path, problems: list[str]) -> dict[str, float | None]:

@@ -20,7 +20,8 @@ from rich.text import Text
 
 from chaos.cluster import lifecycle
 from chaos.cluster.model import Cluster
-from chaos.live.faultmatrix import EVERY_LINK, FaultLink, Matrix, read_matrix
+from chaos.faults.grudge import EVERY_LINK
+from chaos.live.faultmatrix import FaultLink, Matrix, read_matrix
 from chaos.live.nodes import NodeMetrics, scrape_cluster
 from node.errors import SplitlabError
 

@@ -233,7 +233,7 @@ class DockerNet:
         info = self.active.get(fault_id)
         if info is None:
             raise UsageError(f"no open fault {fault_id!r} to lease")
-        named = _names_in(info["detail"], set(self.nodes))
+        named = {n for link in grudges.fault_links(info["kind"], info["detail"]) for n in link if n in self.nodes}
         node = min(named, key=self.nodes.index) if named else self.nodes[0]
         self.leases.add(fault_id, ttl_s)
         lease.start_watchdog(self.ledger, self.run_id, fault_id, self.namespaces[node])
@@ -253,7 +253,7 @@ class DockerNet:
             if kind == "partition":
                 self.heal()
             elif kind in ("slow", "flaky", "shape"):
-                gone = {tuple(link.split("->")) for link in detail["links"]}
+                gone = set(grudges.fault_links(kind, detail))
                 self.end_links(fault_id, {pair: f for pair, (f, _) in self.links.items() if pair not in gone})
             elif kind == "msg_fault":
                 self.end_rule(fault_id, MsgRule(**detail))
@@ -652,17 +652,6 @@ class DockerNet:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _names_in(detail: Any, nodes: set[str]) -> set[str]:
-    """The node names a fault's detail mentions (as keys, values or ends of `a->b` links)."""
-    if isinstance(detail, dict):
-        return set().union(*(_names_in(k, nodes) | _names_in(v, nodes) for k, v in detail.items()))
-    if isinstance(detail, list):
-        return set().union(*(_names_in(v, nodes) for v in detail))
-    if isinstance(detail, str):
-        return {part for part in detail.split("->") if part in nodes}
-    return set()
 
 
 def running_endpoints(run_id: str) -> dict[str, probe.Endpoint] | None:

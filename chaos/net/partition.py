@@ -16,7 +16,7 @@ from typing import Iterable, Mapping
 
 from chaos.faults import grudge as grudges
 from chaos.host.ledger import Ledger
-from chaos.host.netns import Netns
+from chaos.host.netns import Netns, host_rule
 from chaos.net import iptables
 
 Grudge = Mapping[str, set[str] | frozenset[str]]
@@ -26,7 +26,7 @@ GROUP = iptables.PARTITION.group
 def drop_rules(drop_from_ips: Iterable[str]) -> list[str]:
     """The chain's rules: drop everything from each address (sorted, so equal grudges give equal rules); an
     IPv4 address as /32, an IPv6 one as /128 (for the ip6tables chain)."""
-    return [f"-s {ip}/{128 if ':' in ip else 32} -j DROP" for ip in sorted(drop_from_ips)]
+    return [f"-s {host_rule(ip)} -j DROP" for ip in sorted(drop_from_ips)]
 
 
 def apply(ledger: Ledger, run_id: str, grudge: Grudge, namespaces: Mapping[str, Netns],

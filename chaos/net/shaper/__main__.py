@@ -6,10 +6,10 @@ delayed packets on a timer heap and gives their verdicts when due (the kernel ho
 sends extra packets (duplicates, split-off messages) with `resend.ExtraSender`: the kernel fragments those above
 the MTU, and they carry the bypass mark, so they skip the queue. A jammed peer's packets are copied and dropped
 from the queue (a packet the kernel holds stays charged to the sender's socket buffer, and the node would stop
-sending to everyone once a few hundred were held); they go out the same way when the jam is lifted. One thread, one selector: the queue socket, a
-signal wake-up pipe and the heap's next due time. SIGHUP reloads the spec (held packets stay scheduled);
-SIGTERM/SIGINT releases every held and jammed packet at once and exits. It prints `ready <pid>` on stdout once bound, writes
-`<spec>.gen` with the generation it runs and `<spec>.stats` (counters, JSON; extra packets not sent, by reason,
+sending to everyone once a few hundred were held); they go out the same way when the jam is lifted. One thread,
+one selector: the queue socket, a signal wake-up pipe and the heap's next due time. SIGHUP reloads the spec
+(held packets stay scheduled); SIGTERM/SIGINT releases every held and jammed packet at once and exits. It
+prints `ready <pid>` on stdout once bound, writes `<spec>.gen` with the generation it runs and `<spec>.stats` (counters, JSON; extra packets not sent, by reason,
 in `extra_send_failed`) at most once a second and when it ends.
 
 It stands in for a kernel qdisc, which releases packets from softirq context ahead of every process, so it asks

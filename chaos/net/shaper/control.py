@@ -20,6 +20,7 @@ import json
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos.host.ledger import Entry, Ledger, in_netns, process_start_ticks
-from chaos.host.netns import Netns
+from chaos.host.netns import Netns, address_family, host_rule
 from chaos.hosts.remote import RemoteHost
 from chaos.net import iptables
 from chaos.net.shaper import remote
@@ -47,12 +48,12 @@ def queue_rules(spec: ShaperSpec, family: int = 4) -> list[str]:
     """The queue chain's rules for `family`'s destinations: the shaper's own packets (bypass mark) pass, UDP
     toward each of the spec's destinations goes to the queue (`--queue-bypass`: unshaped rather than stopped
     when no shaper listens). IPv6: none at all when the spec has no IPv6 destination (no ip6tables chain)."""
-    ips = [ip for ip in spec.destinations if (":" in ip) == (family == 6)]
+    wanted = socket.AF_INET6 if family == 6 else socket.AF_INET
+    ips = [ip for ip in spec.destinations if address_family(ip) == wanted]
     if family == 6 and not ips:
         return []
     return [f"-m mark --mark {spec.mark:#x} -j RETURN",
-            *(f"-d {ip}/{128 if family == 6 else 32} -p udp -j NFQUEUE --queue-num {spec.queue_num} --queue-bypass"
-              for ip in ips)]
+            *(f"-d {host_rule(ip)} -p udp -j NFQUEUE --queue-num {spec.queue_num} --queue-bypass" for ip in ips)]
 
 
 def spec_path(run_dir: Path, node: str) -> Path:

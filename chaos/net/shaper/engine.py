@@ -1,6 +1,6 @@
 """The shaper's decisions, pure and seeded: given a packet and the time, what happens to it and when.
 
-For each IPv4/UDP packet toward a shaped peer:
+For each IPv4/UDP or IPv6/UDP packet toward a shaped peer:
 0. a jammed peer (a jammed partition): the packet is held whole (`node.sim.jam.JamQueue`, the oldest dropped
    beyond the cap) and handed back, in the jam's release order, when a reload lifts the jam (`lifted`) or the
    shaper ends (`release_all`); nothing else applies to it;

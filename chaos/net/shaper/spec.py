@@ -1,6 +1,7 @@
 """What one shaper process does, as data: its queue, mark and seed, the link faults toward each peer address,
-the jammed peer addresses (a jammed partition: held until the jam is lifted), and the message rules. Written by the controller as JSON next to the run, read by the shaper on start and on
-SIGHUP; `generation` grows with every change so the controller can see when a reload took effect."""
+the jammed peer addresses (a jammed partition: held until the jam is lifted), and the message rules. Written by
+the controller as JSON next to the run, read by the shaper on start and on SIGHUP; `generation` grows with
+every change so the controller can see when a reload took effect."""
 from __future__ import annotations
 
 import hashlib
