@@ -1,7 +1,7 @@
 """The receptions a run's capture saw, for the message sequence diagram (`pipeline.sequence`).
 
 `splitlab chaos capture` writes `runs/<run>/chaos/capture.pcap`: every datagram as its receiver got it (after the
-faults). Each is read with `chaos.wire.capture.read_pcap` and dissected with `chaos.wire.dissect`; every message
+faults). Each is read with `chaos.wire.capture.read_pcap` (IPv4 or IPv6) and dissected with `chaos.wire.dissect`; every message
 of a type the diagram draws becomes a reception `End` (`wire=True`) from the datagram's sender (its header) to
 the node that owns the destination address (the nodes' `node_start.data_ip`). Datagrams of other ports, of
 unknown addresses, or that do not dissect are skipped; so are messages outside [start_ts, end_ts].
@@ -26,6 +26,7 @@ def captured_ends(path: Path, node_of_ip: Mapping[str, str], start_ts: float, en
     """The receptions in the capture `path` between `start_ts` and `end_ts`. Raises `UsageError` when it is not
     a capture file."""
     from scapy.layers.inet import IP, UDP
+    from scapy.layers.inet6 import IPv6
 
     from chaos.wire import dissect
     from chaos.wire.capture import read_pcap
@@ -34,8 +35,8 @@ def captured_ends(path: Path, node_of_ip: Mapping[str, str], start_ts: float, en
     for ts, raw in read_pcap(path):
         if not start_ts <= ts <= end_ts:
             continue
-        packet = IP(raw)
-        dst = node_of_ip.get(packet[IP].dst)
+        packet = IPv6(raw) if raw[0] >> 4 == 6 else IP(raw)
+        dst = node_of_ip.get(packet.dst)
         if dst is None or UDP not in packet or dissect.SL not in packet:
             continue
         datagram = packet[dissect.SL]

@@ -174,7 +174,7 @@ def cmd_inject(args: argparse.Namespace) -> int:
     if args.pcap:
         captured = capture.read_pcap(Path(args.pcap))
         sent = net.replay([pkt for _, pkt in captured])
-        skipped = f" ({captured.skipped} frame(s) without an IPv4 packet skipped)" if captured.skipped else ""
+        skipped = f" ({captured.skipped} frame(s) without an IP packet skipped)" if captured.skipped else ""
         print(f"replayed {sent} packet(s) from {args.pcap}{skipped}")
         return 0
     for node in (args.src, args.dst):

@@ -25,6 +25,11 @@ class NodeInfo:
     def control_url(self) -> str:
         return f"http://{self.control_ip}:{self.control_port}"
 
+    @property
+    def wire_ip(self) -> str:
+        """The data address its node talks over: the IPv6 one on a `splitlab up --ipv6` run, else the IPv4 one."""
+        return self.data_ip6 or self.data_ip
+
 
 @dataclass
 class Cluster:
@@ -45,14 +50,6 @@ class Cluster:
     def ipv6(self) -> bool:
         """A dual-stack run whose nodes talk over IPv6 (`splitlab up --ipv6`)."""
         return any(n.data_ip6 for n in self.nodes)
-
-    def require_ipv4(self, what: str) -> None:
-        """Refuse `what` on an IPv6 run: raises `UsageError` naming what does not support IPv6 yet."""
-        if self.ipv6:
-            raise UsageError(f"{what}: not supported on IPv6 runs yet, and run {self.run_id} is one "
-                             f"(splitlab up --ipv6)",
-                             hint="partitions, link and message faults (NFQUEUE), pause/resume and kill/start "
-                                  "work on it; use an IPv4 run for the rest")
 
     @property
     def names(self) -> list[str]:

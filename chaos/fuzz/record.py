@@ -3,7 +3,7 @@
 `runs/<run>/fuzz/<seed>.jsonl` holds a header line (kind, version, run, seed, count, targets, mutation classes,
 spoofed share, and the generator's context: the targets' windows as their /state showed them) and then one line
 per datagram (`fuzzgen.Case.as_record`: index, target, source, sending namespace, mutation, detail, hex);
-`<seed>.pcap` holds the same datagrams as raw IPv4 packets (`chaos.wire.capture.pcap_writer`; `splitlab chaos
+`<seed>.pcap` holds the same datagrams as raw IP packets (`chaos.wire.capture.pcap_writer`; `splitlab chaos
 inject --pcap` replays them).
 `load_replay` reads a record back, and regenerates the datagrams from the header alone when its lines are
 missing; `select` and `retarget` pick datagrams by index and make them for another run of the same nodes.

@@ -115,9 +115,7 @@ def context(cluster: Cluster, targets: list[str], member_states: dict[str, dict[
 
 def check_targets(cluster: Cluster, settings: Settings) -> None:
     """Raises `UsageError` for a target that is not a node of the run, a run on other hosts (the fuzzer sends
-    through raw sockets of this process, in the namespaces of this machine), or an IPv6 run (its packets are
-    IPv4)."""
-    cluster.require_ipv4("fuzz")
+    through raw sockets of this process, in the namespaces of this machine)."""
     unknown = [t for t in settings.targets if t not in cluster.names]
     if unknown or not settings.targets:
         raise UsageError(f"unknown target(s) {', '.join(unknown) or '(none)'}; run {cluster.run_id} has "
@@ -186,7 +184,7 @@ class _Watch:
 def _endpoints(cluster: Cluster) -> dict[str, Any]:
     from chaos.wire.probe import Endpoint
 
-    return {n.name: Endpoint(n.name, n.pid, n.data_ip) for n in cluster.nodes}
+    return {n.name: Endpoint(n.name, n.pid, n.wire_ip) for n in cluster.nodes}
 
 
 def send_cases(cluster: Cluster, cases: Iterable[fuzzgen.Case], settings: Settings, outcome: Outcome,

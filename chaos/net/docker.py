@@ -174,10 +174,6 @@ class DockerNet:
     def clock(self, wait: Callable[[float, str], None]) -> WallClock:
         return WallClock(wait, self.log)
 
-    def _endpoints(self) -> dict[str, probe.Endpoint]:
-        """The nodes' probe endpoints on their IPv4 data addresses."""
-        return probe_endpoints(self.cluster, ipv6=False)
-
     def _partition_apply(self, grudge: Grudge) -> None:
         """`partition.apply` on both families of a dual-stack run, on IPv4 alone otherwise."""
         partition.apply(self.ledger, self.run_id, grudge, self.namespaces,
@@ -504,15 +500,15 @@ class DockerNet:
     # --- injection and capture --------------------------------------------------------------------------------
     def inject(self, src: str, dst: str, messages: list[Any] | bytes, count: int = 1) -> str:
         """Send a forged datagram (scapy bodies, or ready bytes) `count` times from inside `src`'s namespace,
-        with `src`'s real data address and port, to `dst`. Returns the fault id (an instant: no fault_end)."""
+        with `src`'s real data address and port, to `dst` (over IPv6 on an IPv6 run). Returns the fault id (an
+        instant: no fault_end)."""
         from chaos.wire import inject as injection
 
-        self.cluster.require_ipv4("inject")
         grudges.check_matrix({(src, dst): LinkFault()}, self.nodes)
         payload = messages if isinstance(messages, bytes) else injection.forge(self.run_id, src, messages)
         sender, receiver = self.cluster.node(src), self.cluster.node(dst)
-        sent = self._send(sender, injection.copies(injection.packet(sender.data_ip, receiver.data_ip, payload),
-                                                   count))
+        sent = self._send(sender, sender.wire_ip,
+                          injection.copies(injection.packet(sender.wire_ip, receiver.wire_ip, payload), count))
         applied_ts = time.time()
         described = "raw bytes" if isinstance(messages, bytes) else \
             ", ".join(f"{m.name}({', '.join(f'{k}={v}' for k, v in m.fields.items())})" for m in messages)
@@ -526,37 +522,35 @@ class DockerNet:
         return fault_id
 
     def replay(self, packets: list[bytes]) -> int:
-        """Send captured IPv4 packets again from their original senders' namespaces."""
+        """Send captured packets (IPv4 or IPv6) again from their original senders' namespaces."""
         from chaos.wire import inject as injection
 
-        self.cluster.require_ipv4("inject --pcap (replay)")
-        by_ip = {n.data_ip: n for n in self.cluster.nodes}
-        sent = sum(self._send(by_ip[ip], group) for ip, group in injection.by_sender(by_ip, packets).items())
+        by_ip = {ip: n for n in self.cluster.nodes for ip in (n.data_ip, n.data_ip6) if ip}
+        sent = sum(self._send(by_ip[ip], ip, group) for ip, group in injection.by_sender(by_ip, packets).items())
         self.history.emit("fault_start", fault_id=f"inject-{uuid.uuid4().hex[:8]}", kind="inject",
                           detail={"replayed": sent}, applied_ts=time.time(), effective_ts=None)
         return sent
 
-    def _send(self, node: NodeInfo, packets: list[bytes]) -> int:
-        """Send whole IPv4 packets from `node`'s namespace: a raw socket of this process, or on another host the
-        wire agent there (chaos.wire.remote)."""
+    def _send(self, node: NodeInfo, ip: str, packets: list[bytes]) -> int:
+        """Send whole packets from `node`'s address `ip` in its namespace: a raw socket of this process, or on
+        another host the wire agent there (chaos.wire.remote)."""
         from chaos.wire import inject as injection, remote as remote_wire
 
         if node.host:
-            return remote_wire.send(self.hosts[node.host], self.run_dir, self.run_id, node, packets)
-        return injection.send(self._endpoints()[node.name], packets)
+            return remote_wire.send(self.hosts[node.host], self.run_dir, self.run_id, node, ip, packets)
+        return injection.send(probe.Endpoint(node.name, node.pid, ip), packets)
 
     def capture(self, path: Path) -> Any:
-        """A capture (not started) of every node's received data traffic into the pcap `path`: a
-        `chaos.wire.capture.Capture` through sockets of this process, or on a multi-host run a
-        `chaos.wire.remote.RemoteCapture` of the wire agents on the nodes' hosts."""
-        self.cluster.require_ipv4("capture")
+        """A capture (not started) of every node's received data traffic (on the addresses the nodes talk over)
+        into the pcap `path`: a `chaos.wire.capture.Capture` through sockets of this process, or on a multi-host
+        run a `chaos.wire.remote.RemoteCapture` of the wire agents on the nodes' hosts."""
         if self.multi_host:
             from chaos.wire.remote import RemoteCapture
 
             return RemoteCapture(self.ledger, self.hosts, self.run_id, self.cluster.nodes, path)
         from chaos.wire.capture import Capture
 
-        return Capture(self._endpoints(), path)
+        return Capture(probe_endpoints(self.cluster), path)
 
     # --- process faults ---------------------------------------------------------------------------------------
     def pause(self, node: str, method: str = "docker") -> str:

@@ -3,7 +3,7 @@ container of the agent image inside the node's network namespace (`docker run --
 `python3 -m chaos.wire.agent ...`), driven by the controller through chaos.wire.remote; the sockets are the ones
 of one machine (chaos.wire.inject, chaos.wire.capture), opened in the agent's own namespace.
 
-- `send --ip IP`: whole IPv4/UDP packets on stdin, each framed by its length (4 bytes, big-endian), sent on a
+- `send --ip IP`: whole IPv4/UDP or IPv6/UDP packets on stdin, each framed by its length (4 bytes, big-endian), sent on a
   raw socket with the shaper's bypass mark (fragmented beyond the MTU); each must come from IP, the node's data
   address. The whole input is read and checked before the first packet goes out. Prints `{"sent": N}`.
 - `capture --ip IP --out FILE`: the packets the node receives on IP, into the pcap FILE, until SIGTERM or
@@ -25,7 +25,7 @@ from chaos.wire.probe import Endpoint
 from node.errors import SplitlabError, UsageError
 
 FRAME_HEADER_BYTES = 4
-MAX_PACKET_BYTES = 65535  # an IPv4 total length cannot say more
+MAX_PACKET_BYTES = 40 + 65535  # an IPv6 packet: its fixed header and the most its payload length can say
 
 
 def frame(packets: list[bytes]) -> bytes:
@@ -74,7 +74,7 @@ def _capture(ip: str, out: Path) -> dict[str, int]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m chaos.wire.agent", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="verb", required=True)
-    send = sub.add_parser("send", help="send framed IPv4/UDP packets read from stdin")
+    send = sub.add_parser("send", help="send framed UDP packets (IPv4 or IPv6) read from stdin")
     send.add_argument("--ip", required=True, help="the node's data address: every packet's source")
     capture = sub.add_parser("capture", help="capture what the node receives until SIGTERM")
     capture.add_argument("--ip", required=True, help="the node's data address")

@@ -1,11 +1,12 @@
 """Capture files of a run's data traffic, through scapy's own pcap reader and writer.
 
 `Capture` records what the nodes receive: one AF_PACKET socket per node namespace (opened from this process,
-`chaos.host.netns.socket_in`) takes the UDP packets a node *receives* on its data address, so every packet
-appears once, as its receiver got it (after faults); a background thread writes them with `pcap_writer`, a
-classic pcap of raw IPv4 packets (LINKTYPE_RAW) that tcpdump, Wireshark and scapy read. `read_pcap` reads any
-pcap or pcapng scapy reads (tcpdump's on eth0, on `any` (Linux cooked SLL/SLL2), raw IP) and keeps the IPv4
-packets; `DockerNet.replay` sends them again. `write_pcap` writes packets with their own timestamps (a capture
+`chaos.host.netns.socket_in`) takes the UDP packets a node *receives* on its data address (of its family:
+IPv6 on a `splitlab up --ipv6` run), so every packet appears once, as its receiver got it (after faults); a
+background thread writes them with `pcap_writer`, a classic pcap of raw IP packets (LINKTYPE_RAW: IPv4 and
+IPv6 alike) that tcpdump, Wireshark and scapy read. `read_pcap` reads any pcap or pcapng scapy reads
+(tcpdump's on eth0, on `any` (Linux cooked SLL/SLL2), raw IP) and keeps the IPv4 and IPv6 packets;
+`DockerNet.replay` sends them again. `write_pcap` writes packets with their own timestamps (a capture
 merged from many hosts, chaos.wire.remote).
 """
 from __future__ import annotations
@@ -20,20 +21,22 @@ from typing import Iterator
 import scapy.layers.l2  # noqa: F401  (registers Ethernet and Linux cooked SLL/SLL2 as link types to read)
 from scapy.error import Scapy_Exception
 from scapy.layers.inet import IP
+from scapy.layers.inet6 import IPv6  # also makes LINKTYPE_RAW read as IPv4 or IPv6 by the version nibble
 from scapy.utils import PcapReader, PcapWriter
 
-from chaos.host.netns import socket_in
+from chaos.host.netns import address_family, socket_in
 from chaos.wire.probe import Endpoint
 from chaos.net.shaper import ipudp
 from node.errors import UsageError
 
 ETH_P_IP = 0x0800
+ETH_P_IPV6 = 0x86DD
 PACKET_OUTGOING = 4
 LINKTYPE_RAW = 101  # the pcap file value of DLT_RAW: each record is an IP packet, no link header
 
 
 def pcap_writer(path: Path) -> PcapWriter:
-    """A scapy `PcapWriter` of raw IPv4 packets into `path` (created, truncated), its file header already
+    """A scapy `PcapWriter` of raw IP packets into `path` (created, truncated), its file header already
     written so the file is a valid, empty capture from the start; `write(packet_bytes)` stamps each with now."""
     writer = PcapWriter(str(path), linktype=LINKTYPE_RAW)
     writer.write_header(None)
@@ -41,7 +44,7 @@ def pcap_writer(path: Path) -> PcapWriter:
 
 
 def write_pcap(path: Path, packets: list[tuple[float, bytes]]) -> None:
-    """Write (timestamp_s, IPv4 packet) pairs into the pcap `path` as `pcap_writer` does, each with its own
+    """Write (timestamp_s, IP packet) pairs into the pcap `path` as `pcap_writer` does, each with its own
     timestamp (merged captures keep the times their packets were received)."""
     writer = pcap_writer(path)
     try:
@@ -54,8 +57,8 @@ def write_pcap(path: Path, packets: list[tuple[float, bytes]]) -> None:
 
 @dataclass
 class PcapPackets:
-    """The IPv4 packets of a capture file as (timestamp_s, packet) pairs in file order, and how many frames
-    were skipped because they do not hold a whole IPv4 packet (ARP, IPv6, truncated by the snap length, ...).
+    """The IP packets of a capture file as (timestamp_s, packet) pairs in file order, and how many frames
+    were skipped because they do not hold a whole IPv4 or IPv6 packet (ARP, truncated by the snap length, ...).
     Iterating gives the pairs."""
 
     packets: list[tuple[float, bytes]] = field(default_factory=list)
@@ -69,7 +72,7 @@ class PcapPackets:
 
 
 def read_pcap(path: Path) -> PcapPackets:
-    """The IPv4 packets of the pcap or pcapng file `path`, whatever its link type (Ethernet, raw IP, Linux
+    """The IPv4 and IPv6 packets of the pcap or pcapng file `path`, whatever its link type (Ethernet, raw IP, Linux
     cooked SLL/SLL2), each as the bytes of its IP header and payload. Raises `UsageError` for a missing file or
     one that is not a capture scapy reads."""
     try:
@@ -82,7 +85,7 @@ def read_pcap(path: Path) -> PcapPackets:
     out = PcapPackets()
     with reader:
         for frame in reader:
-            packet = _ipv4_of(frame)
+            packet = _ip_of(frame)
             if packet is None:
                 out.skipped += 1
             else:
@@ -90,15 +93,19 @@ def read_pcap(path: Path) -> PcapPackets:
     return out
 
 
-def _ipv4_of(frame) -> bytes | None:
-    """The IPv4 packet a dissected frame carries (its first IP layer, link padding cut off by the IP total
-    length), or None when it carries none or only part of one."""
-    layer = frame.getlayer(IP)
+def _ip_of(frame) -> bytes | None:
+    """The IP packet a dissected frame carries (its first IPv4 or IPv6 layer, link padding cut off by the
+    length in its header), or None when it carries none or only part of one."""
+    layer = frame.getlayer(IP) or frame.getlayer(IPv6)
     if layer is None:
         return None
     data = bytes(layer)
-    total_len = layer.len or len(data)  # 0 in captures of segmentation-offloaded sends: the frame is the packet
-    if total_len < 20 or total_len > len(data):
+    if isinstance(layer, IPv6):
+        fixed = ipudp.IPV6_HEADER_BYTES
+        total_len = fixed + layer.plen if layer.plen else len(data)  # 0: a jumbogram, the frame is the packet
+    else:  # len 0 in captures of segmentation-offloaded sends: the frame is the packet
+        fixed, total_len = 20, layer.len or len(data)
+    if total_len < fixed or total_len > len(data):
         return None
     return data[:total_len]
 
@@ -116,7 +123,8 @@ class Capture:
 
     def start(self) -> "Capture":
         for ep in self.endpoints.values():
-            sock = socket_in(ep.pid, socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(ETH_P_IP))
+            ethertype = ETH_P_IPV6 if address_family(ep.ip) == socket.AF_INET6 else ETH_P_IP
+            sock = socket_in(ep.pid, socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(ethertype))
             sock.setblocking(False)
             self._socks[sock] = ep.ip
         self.path.parent.mkdir(parents=True, exist_ok=True)

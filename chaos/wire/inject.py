@@ -2,13 +2,13 @@
 address (and port) is the sender's real one.
 
 `forge` builds the bytes of a datagram with scapy (chaos.wire.dissect), e.g. a stale `UnicastAck` with a chosen
-seqno and conn_id; `send` puts IPv4/UDP packets on a raw socket opened in the sender's namespace. The raw
+seqno and conn_id; `send` puts IPv4/UDP or IPv6/UDP packets on a raw socket opened in the sender's namespace. The raw
 socket's packets carry the shaper's bypass mark: injected packets skip the sender's link faults (they are the
 fault), but a partition on the receiver still drops them, as it would the real sender's. `by_sender` groups
 captured packets by their original sender, to send them again from there.
 
 A raw socket (IP_HDRINCL) does not fragment: a packet larger than the link MTU is split here into IPv4
-fragments (`fragment`), which the receiver's kernel reassembles. `Injector` keeps one raw socket per sending
+or IPv6 fragments (`fragment`), which the receiver's kernel reassembles. `Injector` keeps one raw socket per sending
 namespace open for many packets (the fuzzer), and lets a member's namespace send with another member's data
 address as source (a spoofed source); it refuses any address that is not a data address of the run.
 """
@@ -24,7 +24,7 @@ from typing import Iterable
 from scapy.packet import Packet
 
 from chaos.wire import dissect
-from chaos.host.netns import socket_in
+from chaos.host.netns import address_family, socket_in
 from chaos.wire.probe import Endpoint
 from chaos.net.shaper import ipudp
 from chaos.net.shaper.spec import BYPASS_MARK
@@ -51,16 +51,22 @@ def message(type_name: str, **fields: int) -> Packet:
 
 
 MTU_BYTES = 1500
-MIN_MTU_BYTES = 576  # the fallback when the link refuses MTU_BYTES (EMSGSIZE)
+MIN_MTU_BYTES = {4: 576, 6: 1280}  # the fallback when the link refuses MTU_BYTES (EMSGSIZE); IPv6's minimum link MTU
 ENOBUFS_RETRIES = 200
+IPV6_FRAGMENT_HEADER = 44
 _ip_ids = itertools.count(1)
 
 
 def fragment(pkt: bytes, mtu: int = MTU_BYTES) -> list[bytes]:
-    """`pkt` (a whole IPv4 packet) as IPv4 fragments of at most `mtu` bytes each, all with one fresh IP id and
-    correct header checksums; `[pkt]` when it fits."""
+    """`pkt` (a whole IPv4 or IPv6 packet) as fragments of at most `mtu` bytes each, all with one fresh
+    identification; `[pkt]` when it fits. IPv4 fragments get correct header checksums; IPv6 ones a Fragment
+    header (RFC 8200 4.5) after the fixed header. Written here rather than with scapy's `fragment`/`fragment6`:
+    those dissect and rebuild every packet through scapy's layers, milliseconds a packet, and the fuzzer sends
+    thousands a second through this."""
     if len(pkt) <= mtu:
         return [pkt]
+    if pkt[0] >> 4 == 6:
+        return _fragment6(pkt, mtu)
     ihl = (pkt[0] & 0x0F) * 4
     header, data = pkt[:ihl], pkt[ihl:]
     step = (mtu - ihl) // 8 * 8
@@ -77,6 +83,23 @@ def fragment(pkt: bytes, mtu: int = MTU_BYTES) -> list[bytes]:
     return out
 
 
+def _fragment6(pkt: bytes, mtu: int) -> list[bytes]:
+    """An IPv6 packet without extension headers as fragments: the fixed header (next header: Fragment), an
+    8-byte Fragment header carrying the original next header, and 8-byte aligned slices of the payload."""
+    fixed, data, next_header = pkt[:ipudp.IPV6_HEADER_BYTES], pkt[ipudp.IPV6_HEADER_BYTES:], pkt[6]
+    step = (mtu - ipudp.IPV6_HEADER_BYTES - 8) // 8 * 8
+    ident = next(_ip_ids) & 0xFFFFFFFF
+    out = []
+    for offset in range(0, len(data), step):
+        chunk = data[offset:offset + step]
+        more = offset + step < len(data)
+        head = bytearray(fixed)
+        struct.pack_into("!H", head, 4, 8 + len(chunk))
+        head[6] = IPV6_FRAGMENT_HEADER
+        out.append(bytes(head) + struct.pack("!BxHI", next_header, offset | more, ident) + chunk)
+    return out
+
+
 def _send_one(sock: socket.socket, pkt: bytes, dst: str, node: str, mtu: int) -> int:
     """Send one packet (fragmented when larger than `mtu`, retried while the queue is full); returns the MTU that
     worked. Raises `EnvironmentProblem`."""
@@ -86,8 +109,9 @@ def _send_one(sock: socket.socket, pkt: bytes, dst: str, node: str, mtu: int) ->
                 sock.sendto(piece, (dst, 0))
                 break
             except OSError as exc:
-                if exc.errno == errno.EMSGSIZE and mtu > MIN_MTU_BYTES:
-                    return _send_one(sock, pkt, dst, node, MIN_MTU_BYTES)
+                floor = MIN_MTU_BYTES[pkt[0] >> 4]
+                if exc.errno == errno.EMSGSIZE and mtu > floor:
+                    return _send_one(sock, pkt, dst, node, floor)
                 if exc.errno != errno.ENOBUFS or attempt == ENOBUFS_RETRIES:
                     raise EnvironmentProblem(f"sending from {node}'s namespace failed: {exc}") from None
                 time.sleep(0.001)  # the interface queue is full: let it drain
@@ -95,21 +119,23 @@ def _send_one(sock: socket.socket, pkt: bytes, dst: str, node: str, mtu: int) ->
 
 
 def _raw_socket(ep: Endpoint) -> socket.socket:
-    sock = socket_in(ep.pid, socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    """A raw socket in `ep`'s namespace that sends whole packets of `ep`'s family (IPPROTO_RAW: the header is
+    ours, IP_HDRINCL on IPv4 and its equivalent on IPv6) with the shaper's bypass mark."""
+    sock = socket_in(ep.pid, address_family(ep.ip), socket.SOCK_RAW, socket.IPPROTO_RAW)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_MARK, BYPASS_MARK)
     return sock
 
 
 def send(src: Endpoint, packets: Iterable[bytes]) -> int:
-    """Send whole IPv4 packets from inside `src`'s namespace; returns how many went out. Every packet is checked
-    (IPv4/UDP from `src`'s data address) before the first goes out: bad input sends nothing."""
+    """Send whole IP packets from inside `src`'s namespace; returns how many went out. Every packet is checked
+    (UDP from `src`'s data address, whose family it has) before the first goes out: bad input sends nothing."""
     checked = []
     for i, pkt in enumerate(packets):
         parsed = ipudp.parse(pkt)
         if parsed is None:
-            raise UsageError(f"packet {i} is not IPv4/UDP from {src.ip} ({src.node}'s data address)")
+            raise UsageError(f"packet {i} is not UDP from {src.ip} ({src.node}'s data address)")
         if parsed.src != src.ip:
-            raise UsageError(f"packet {i} is not IPv4/UDP from {src.ip} ({src.node}'s data address): its "
+            raise UsageError(f"packet {i} is not UDP from {src.ip} ({src.node}'s data address): its "
                              f"source is {parsed.src}")
         checked.append((pkt, parsed.dst))
     sock = _raw_socket(src)
@@ -140,7 +166,7 @@ class Injector:
             raise UsageError(f"{node!r} is not a node of this run; nodes: {', '.join(self.endpoints)}") from None
 
     def packet(self, src: str, dst: str, payload: bytes) -> bytes:
-        """The IPv4/UDP packet carrying `payload` from `src`'s data address and port to `dst`'s."""
+        """The UDP packet carrying `payload` from `src`'s data address and port to `dst`'s."""
         return packet(self._endpoint(src).ip, self._endpoint(dst).ip, payload, self.port, self.port)
 
     def _sock(self, via: str) -> socket.socket:
@@ -150,11 +176,11 @@ class Injector:
         return sock
 
     def send_packet(self, via: str, pkt: bytes) -> None:
-        """Send a whole IPv4 packet from `via`'s namespace; its addresses must be data addresses of the run."""
+        """Send a whole IP packet from `via`'s namespace; its addresses must be data addresses of the run."""
         parsed = ipudp.parse(pkt)
         ips = {ep.ip for ep in self.endpoints.values()}
         if parsed is None or parsed.src not in ips or parsed.dst not in ips:
-            raise UsageError("an injected packet must be IPv4/UDP between data addresses of this run")
+            raise UsageError("an injected packet must be UDP between data addresses of this run")
         self._mtu = _send_one(self._sock(via), pkt, parsed.dst, via, self._mtu)
 
     def send(self, via: str, src: str, dst: str, payload: bytes) -> None:
@@ -185,7 +211,8 @@ def copies(pkt: bytes, count: int) -> list[bytes]:
 
 
 def packet(src_ip: str, dst_ip: str, payload: bytes, sport: int = wire.DATA_PORT, dport: int = wire.DATA_PORT) -> bytes:
-    """The IPv4/UDP packet carrying `payload` from `src_ip`:`sport` to `dst_ip`:`dport`."""
+    """The UDP packet (IPv4, or IPv6 for IPv6 addresses) carrying `payload` from `src_ip`:`sport` to
+    `dst_ip`:`dport`."""
     return ipudp.build(src_ip, dst_ip, sport, dport, payload)
 
 
@@ -196,14 +223,14 @@ def inject(src: Endpoint, dst: Endpoint, payload: bytes, count: int = 1, sport: 
 
 
 def by_sender(senders: Iterable[str], packets: Iterable[bytes]) -> dict[str, list[bytes]]:
-    """Captured IPv4 packets grouped by their source address, each one of `senders` (data addresses), in order.
-    Raises `UsageError` for a packet that is not IPv4/UDP from one of them."""
+    """Captured packets grouped by their source address, each one of `senders` (data addresses), in order.
+    Raises `UsageError` for a packet that is not UDP from one of them."""
     known = set(senders)
     groups: dict[str, list[bytes]] = {}
     for pkt in packets:
         parsed = ipudp.parse(pkt)
         if parsed is None or parsed.src not in known:
-            raise UsageError("a replayed packet must be IPv4/UDP from a node of this run")
+            raise UsageError("a replayed packet must be UDP from a node of this run")
         groups.setdefault(parsed.src, []).append(pkt)
     return groups
 

@@ -51,12 +51,12 @@ def _result(output: str, key: str, what: str) -> int:
                                  ) from None
 
 
-def send(host: RemoteHost, run_dir: Path, run_id: str, node: NodeInfo, packets: list[bytes]) -> int:
-    """Send whole IPv4/UDP packets (each from `node`'s data address) from inside `node`'s namespace on `host`;
+def send(host: RemoteHost, run_dir: Path, run_id: str, node: NodeInfo, ip: str, packets: list[bytes]) -> int:
+    """Send whole UDP packets (each from `node`'s data address `ip`) from inside `node`'s namespace on `host`;
     returns how many went out. Raises `UsageError` for a packet too large to frame, `EnvironmentProblem` when
     the agent fails (its output in the message)."""
     data = agent.frame(packets)
-    argv = _docker_run(run_dir, run_id, node.name, ["--rm", "-i"], ["send", "--ip", node.data_ip])
+    argv = _docker_run(run_dir, run_id, node.name, ["--rm", "-i"], ["send", "--ip", ip])
     what = f"sending {len(packets)} packet(s) from {node.name} on host {host.name}"
     try:
         proc = host.run_line(host.command_line(argv), input_stream=io.BytesIO(data), timeout_s=SEND_TIMEOUT_S,
@@ -121,7 +121,7 @@ class RemoteCapture:
             folder = str(Path(out).parent)
             argv = _docker_run(self.ledger.run_dir, self.run_id, node.name, ["-d", "--name", name, "-v",
                                                                               f"{folder}:{folder}"],
-                               ["capture", "--ip", node.data_ip, "--out", out])
+                               ["capture", "--ip", node.wire_ip, "--out", out])
             lines += [f"mkdir -p {q(folder)}", f"{shlex.join(argv)} >/dev/null || exit 3"]
         for node in nodes:
             name, out = q(self._names[node.name]), q(self._files[node.name])

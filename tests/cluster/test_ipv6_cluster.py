@@ -1,7 +1,9 @@
 """`splitlab up --ipv6` on real containers: a 2-node run on a dual-stack data network whose nodes hear each other
 over IPv6, a one-way cut `n2<-n1` measured with plain AF_INET6 UDP sockets opened in the nodes' namespaces
 (n1->n2 blocked, n2->n1 passes), the heal (both pass), and nothing left behind (ledger, iptables, ip6tables);
-a delay on one IPv6 link by the NFQUEUE shaper, measured by IPv6 probes; capture refusing the run by name.
+a delay on one IPv6 link by the NFQUEUE shaper, measured by IPv6 probes; a forged IPv6 datagram injected as n2's,
+counted by n1 with n2's IPv6 address, captured as n1 received it and replayed; a forged datagram larger than the
+MTU arriving as IPv6 fragments that n1's kernel reassembles.
 """
 from __future__ import annotations
 
@@ -18,7 +20,8 @@ from chaos.cluster import lifecycle as clusters
 from chaos.host.ledger import Ledger
 from chaos.host.netns import socket_in
 from chaos.net.docker import DockerNet, probe_endpoints
-from chaos.wire import probe
+from chaos.wire import inject, probe
+from chaos.wire.capture import read_pcap
 
 pytestmark = pytest.mark.splitlab_cluster
 PORT = 7198  # neither the node's port nor the probes'
@@ -90,16 +93,51 @@ def test_nodes_talk_over_ipv6_and_a_one_way_cut_holds_on_ipv6(run):
     assert time.monotonic() - start_s < 15
 
 
-def test_the_shaper_delays_one_ipv6_link_and_what_is_not_supported_refuses_by_name(run, tmp_path):
-    from node.errors import UsageError
-
+def test_the_shaper_delays_one_ipv6_link(run):
     ends = probe_endpoints(run, ipv6=True)
     with DockerNet(run, seed=3) as net:
         net.slow(delay_ms=30, links=[("n1", "n2")])
         slow = probe.measure(ends["n1"], ends["n2"], count=100, interval_ms=2)
         other = probe.measure(ends["n2"], ends["n1"], count=100, interval_ms=2)
-        with pytest.raises(UsageError, match=r"capture: not supported on IPv6 runs yet"):
-            net.capture(tmp_path / "x.pcap")
     assert slow.received == 100 and slow.percentile_ms(50) >= 28, slow.as_dict()
     assert other.received == 100 and other.percentile_ms(50) < 10, other.as_dict()
+    assert leftovers(run) == []
+
+
+def dropped(run, node: str) -> dict[str, int]:
+    return run.client(node).state()["dropped"]
+
+
+def wait_until(check, what: str, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def test_inject_capture_and_replay_work_over_ipv6(run):
+    n1, n2 = run.node("n1"), run.node("n2")
+    foreign = inject.forge("some-other-run", "n2", [inject.message("Heartbeat", counter=1)])
+    pcap = run.run_dir / "chaos" / "inject6.pcap"
+    before = dropped(run, "n1").get("foreign", 0)
+    with DockerNet(run, seed=3) as net:
+        with net.capture(pcap):
+            net.inject("n2", "n1", foreign)
+            wait_until(lambda: dropped(run, "n1").get("foreign", 0) == before + 1, "n1 to count the datagram")
+        history = run.run_dir / "events" / "n1.jsonl"
+        wait_until(lambda: f'"src_ip":"{n2.data_ip6}"' in history.read_text(), "datagram_dropped with n2's IPv6")
+        captured = [pkt for _, pkt in read_pcap(pcap) if pkt.endswith(foreign)]
+        assert len(captured) == 1 and captured[0][0] >> 4 == 6
+        assert captured[0][8:24] == socket.inet_pton(socket.AF_INET6, n2.data_ip6)
+        assert captured[0][24:40] == socket.inet_pton(socket.AF_INET6, n1.data_ip6)
+        assert net.replay(captured) == 1
+        wait_until(lambda: dropped(run, "n1").get("foreign", 0) == before + 2, "n1 to count the replay")
+
+        # larger than the MTU: IPv6 fragments from n2's namespace, reassembled by n1's kernel into one datagram
+        large = inject.forge("some-other-run", "n2", [inject.message("Heartbeat", counter=2)]) + bytes(4000)
+        assert len(inject.fragment(inject.packet(n2.data_ip6, n1.data_ip6, large))) == 3
+        total = sum(dropped(run, "n1").values())
+        net.inject("n2", "n1", large)
+        wait_until(lambda: sum(dropped(run, "n1").values()) == total + 1, "n1 to count the reassembled datagram")
     assert leftovers(run) == []

@@ -1,6 +1,6 @@
 """Capture files (chaos.wire.capture): what splitlab writes is a pcap scapy and tcpdump read back byte for byte,
-and `read_pcap` takes the IPv4 packets out of the captures tcpdump and Wireshark write (Ethernet, Linux cooked
-SLL and SLL2, raw IP; pcap and pcapng), skipping and counting the frames that hold none."""
+and `read_pcap` takes the IPv4 and IPv6 packets out of the captures tcpdump and Wireshark write (Ethernet, Linux
+cooked SLL and SLL2, raw IP; pcap and pcapng), skipping and counting the frames that hold none."""
 from __future__ import annotations
 
 import shutil
@@ -30,7 +30,12 @@ PACKETS = [
     _with_bad_udp_checksum(ipudp.build("10.77.0.3", "10.77.0.2", 7100, 7100, bytes(range(256)) * 4)),
     ipudp.build("10.77.0.4", "10.77.0.2", 7100, 7100, b"\xff" * 1400),
 ]
-NOT_IPV4 = [ARP(psrc="10.77.0.2", pdst="10.77.0.3"), IPv6(src="fd00::2", dst="fd00::3") / UDP() / Raw(b"v6")]
+PACKETS6 = [  # an IPv6 run's (splitlab up --ipv6): built by scapy, not by our codec
+    bytes(IPv6(src="fd00::101", dst="fd00::102") / UDP(sport=7100, dport=7100) / Raw(b"v6")),
+    bytes(IPv6(src="fd00::102", dst="fd00::101", hlim=3) / UDP(sport=7100, dport=7100, chksum=0x1234) /
+          Raw(bytes(range(256)) * 5)),
+]
+ARP_FRAME = ARP(psrc="10.77.0.2", pdst="10.77.0.3")
 
 
 def _write_ours(path, packets=PACKETS):
@@ -54,6 +59,18 @@ def test_our_writer_writes_a_raw_ip_pcap_that_scapy_reads_back_byte_for_byte(tmp
     assert all(before - 1 <= ts <= time.time() + 1 for ts, _ in read)
 
 
+def test_ipv6_packets_share_the_raw_ip_pcap_with_ipv4_ones(tmp_path):
+    path = tmp_path / "dual.pcap"
+    _write_ours(path, PACKETS + PACKETS6)
+    frames = rdpcap(str(path))
+    assert [bytes(f[IPv6]) for f in frames[3:]] == PACKETS6 and [bytes(f[IP]) for f in frames[:3]] == PACKETS
+    read = capture.read_pcap(path)
+    assert [pkt for _, pkt in read] == PACKETS + PACKETS6 and read.skipped == 0
+    cut = tmp_path / "cut.pcap"  # an IPv6 packet whose payload length claims more than the frame holds
+    _write_ours(cut, [PACKETS6[1][:200]])
+    assert capture.read_pcap(cut).skipped == 1
+
+
 def test_an_empty_capture_is_a_valid_file_from_the_start(tmp_path):
     path = tmp_path / "empty.pcap"
     writer = capture.pcap_writer(path)
@@ -73,7 +90,7 @@ def test_the_fuzz_recorder_writes_through_the_same_writer(tmp_path):
 
 @pytest.mark.parametrize("link", ["ethernet", "sll", "sll2"])
 @pytest.mark.parametrize("fmt", ["pcap", "pcapng"])
-def test_read_pcap_takes_the_ipv4_packets_out_of_tcpdump_style_captures(tmp_path, link, fmt):
+def test_read_pcap_takes_the_ip_packets_out_of_tcpdump_style_captures(tmp_path, link, fmt):
     def frame(payload):
         if link == "ethernet":  # tcpdump -i eth0
             return Ether(src="02:42:0a:4d:00:02", dst="02:42:0a:4d:00:03") / payload
@@ -83,12 +100,14 @@ def test_read_pcap_takes_the_ipv4_packets_out_of_tcpdump_style_captures(tmp_path
 
     # a received frame shorter than Ethernet's minimum carries padding after the IP packet
     padded = [Raw(p + b"\0" * max(0, 46 - len(p))) for p in PACKETS]
-    frames = [frame(NOT_IPV4[0]), *(frame(IP(raw_ip.load)) for raw_ip in padded), frame(NOT_IPV4[1])]
+    frames = [frame(ARP_FRAME), *(frame(IP(raw_ip.load)) for raw_ip in padded),
+              *(frame(IPv6(raw_ip)) for raw_ip in PACKETS6)]
     path = tmp_path / f"tcpdump.{fmt}"
     (wrpcap if fmt == "pcap" else wrpcapng)(str(path), frames)
     read = capture.read_pcap(path)
-    assert [pkt for _, pkt in read] == PACKETS  # Ethernet padding of the short one cut off, checksums untouched
-    assert read.skipped == 2
+    # Ethernet padding of the short one cut off, checksums untouched (also the IPv6 one's wrong UDP checksum)
+    assert [pkt for _, pkt in read] == PACKETS + PACKETS6
+    assert read.skipped == 1
 
 
 def test_a_packet_cut_short_by_the_snap_length_is_skipped_and_counted(tmp_path):
@@ -114,17 +133,18 @@ TCPDUMP = shutil.which("tcpdump")
 @pytest.mark.skipif(TCPDUMP is None, reason="tcpdump is not installed (apt-get install -y tcpdump)")
 def test_tcpdump_reads_our_pcap_and_we_read_the_pcap_tcpdump_writes(tmp_path):
     ours, theirs = tmp_path / "ours.pcap", tmp_path / "theirs.pcap"
-    _write_ours(ours)
+    _write_ours(ours, PACKETS + PACKETS6)
     shown = subprocess.run([TCPDUMP, "-n", "-r", str(ours)], capture_output=True, text=True, timeout=30)
     assert shown.returncode == 0, shown.stderr
     lines = shown.stdout.splitlines()
-    assert len(lines) == 3
+    assert len(lines) == 5
     assert "IP 10.77.0.2.7100 > 10.77.0.3.7100: UDP, length 1" in lines[0]
     assert "IP 10.77.0.4.7100 > 10.77.0.2.7100: UDP, length 1400" in lines[2]
+    assert "IP6 fd00::101.7100 > fd00::102.7100: UDP, length 2" in lines[3]
     rewritten = subprocess.run([TCPDUMP, "-n", "-r", str(ours), "-w", str(theirs)], capture_output=True,
                                timeout=30)
     assert rewritten.returncode == 0, rewritten.stderr
-    assert [pkt for _, pkt in capture.read_pcap(theirs)] == PACKETS
+    assert [pkt for _, pkt in capture.read_pcap(theirs)] == PACKETS + PACKETS6
 
 
 def test_write_pcap_keeps_each_packets_own_timestamp(tmp_path):

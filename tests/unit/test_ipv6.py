@@ -1,6 +1,7 @@
 """`splitlab up --ipv6` without Docker: the run's ULA /64 and node addresses (chaos.cluster.datanet6), the compose
 file of a dual-stack run, the node's reading of IPv6 addresses, the ip6tables chain of a partition (rule text,
-ledger entries, heal of both families), probe endpoints and the refusals of what does not support IPv6 yet."""
+ledger entries, heal of both families), probe endpoints, and the IPv6 packets of the shaper, inject and capture
+(checked against scapy's own IPv6 codec)."""
 import ipaddress
 import random
 import socket
@@ -128,10 +129,10 @@ def test_probes_use_the_family_the_nodes_talk_over():
     assert address_family(IP6S["n1"]) == socket.AF_INET6 and address_family("10.0.0.1") == socket.AF_INET
 
 
-def test_what_does_not_support_ipv6_refuses_an_ipv6_run_by_name():
-    _cluster(False).require_ipv4("capture")
-    with pytest.raises(UsageError, match="capture: not supported on IPv6 runs yet"):
-        _cluster(True).require_ipv4("capture")
+def test_an_ipv6_run_injects_and_captures_on_the_addresses_its_nodes_talk_over():
+    four, six = _cluster(False), _cluster(True)
+    assert [n.wire_ip for n in four.nodes] == list(IPS.values())
+    assert [n.wire_ip for n in six.nodes] == list(IP6S.values())
 
 
 # --- the NFQUEUE shaper over IPv6 ------------------------------------------------------------------------------
@@ -213,3 +214,42 @@ def test_an_ipv6_run_takes_no_backend_that_matches_ipv4_only():
     caps = {"netem": (False, "not on IPv6"), "nfqueue": (False, "no xt_NFQUEUE"), "iptables": (False, "not on IPv6")}
     with pytest.raises(EnvironmentProblem):
         choose_backend(LinkFault(loss_pct=5), None, caps)
+
+
+# --- forged IPv6 packets (chaos.wire.inject) --------------------------------------------------------------------
+from scapy.layers.inet import UDP  # noqa: E402
+from scapy.layers.inet6 import IPv6, IPv6ExtHdrFragment, defragment6  # noqa: E402
+
+from chaos.wire import inject  # noqa: E402
+
+
+def test_a_forged_ipv6_datagram_is_what_scapy_builds():
+    payload = bytes(range(256))
+    ours = inject.packet(A6, B6, payload)
+    theirs = bytes(IPv6(src=A6, dst=B6, hlim=64) / UDP(sport=7100, dport=7100) / payload)
+    assert ours == theirs  # header, payload length and the UDP checksum over the IPv6 pseudo header
+    assert ours == udp6(A6, B6, 7100, 7100, payload)
+
+
+def test_a_large_ipv6_datagram_leaves_as_fragments_that_scapy_reassembles():
+    payload = bytes(range(256)) * 200
+    pkt = inject.packet(A6, B6, payload)
+    pieces = inject.fragment(pkt)
+    assert all(len(p) <= inject.MTU_BYTES for p in pieces) and len(pieces) == 36
+    parsed = [IPv6(p) for p in pieces]
+    assert all(IPv6ExtHdrFragment in p and p.nh == inject.IPV6_FRAGMENT_HEADER for p in parsed)
+    assert len({p[IPv6ExtHdrFragment].id for p in parsed}) == 1
+    assert [p[IPv6ExtHdrFragment].m for p in parsed] == [1] * 35 + [0]
+    assert all(len(p) % 8 == 0 for p in pieces[:-1])  # every fragment but the last carries 8-byte multiples
+    whole = defragment6(parsed)
+    assert bytes(whole) == pkt
+    assert all(len(p) <= 1280 for p in inject.fragment(pkt, 1280))  # the IPv6 minimum MTU: the EMSGSIZE fallback
+    small = inject.packet(A6, B6, b"x")
+    assert inject.fragment(small) == [small]
+
+
+def test_replay_groups_ipv6_packets_by_their_sender_and_refuses_strangers():
+    mine, theirs = inject.packet(A6, B6, b"1"), inject.packet(B6, A6, b"2")
+    assert inject.by_sender([A6, B6], [mine, theirs, mine]) == {A6: [mine, mine], B6: [theirs]}
+    with pytest.raises(UsageError, match="must be UDP from a node of this run"):
+        inject.by_sender([A6], [theirs])

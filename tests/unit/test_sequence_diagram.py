@@ -199,6 +199,7 @@ def test_capture_arrivals_end_the_arrows_the_receiver_did_not_record_and_add_inj
 
 def test_the_capture_file_is_decoded_into_arrivals(tmp_path):
     from scapy.layers.inet import IP, UDP
+    from scapy.layers.inet6 import IPv6
     from scapy.packet import Raw
 
     from chaos.wire.capture import write_pcap
@@ -207,6 +208,10 @@ def test_the_capture_file_is_decoded_into_arrivals(tmp_path):
     def packet(src_ip, dst_ip, sender, messages):
         datagram = wire.encode_datagram(1, sender, messages, incarnation=5)
         return bytes(IP(src=src_ip, dst=dst_ip) / UDP(sport=wire.DATA_PORT, dport=wire.DATA_PORT) / Raw(datagram))
+
+    def packet6(src_ip, dst_ip, sender, messages):
+        datagram = wire.encode_datagram(1, sender, messages, incarnation=5)
+        return bytes(IPv6(src=src_ip, dst=dst_ip) / UDP(sport=wire.DATA_PORT, dport=wire.DATA_PORT) / Raw(datagram))
 
     path = tmp_path / "capture.pcap"
     write_pcap(path, [
@@ -218,6 +223,12 @@ def test_the_capture_file_is_decoded_into_arrivals(tmp_path):
     assert [(round(e.ts - T0, 3), e.src, e.dst, e.msg, e.key, e.wire) for e in ends] == [
         (1.0, "n1", "n2", "UnicastData", (4, 7), True), (1.5, "n2", "n1", "UnicastXmitReq", (4,), True)]
     assert ends[1].fields["seqnos"] == [4, 5]
+
+    six = tmp_path / "capture6.pcap"  # an IPv6 run's (splitlab up --ipv6): its nodes' data_ip are IPv6 addresses
+    write_pcap(six, [(T0 + 2.0, packet6("fd00::102", "fd00::101", "n2", [wire.UnicastAck(4, 7, 0)])),
+                     (T0 + 2.5, packet("10.9.0.2", "10.9.0.3", "n1", [wire.Heartbeat(2)]))])
+    ends = captured_ends(six, {"fd00::101": "n1", "fd00::102": "n2"}, T0, T0 + 10)
+    assert [(e.src, e.dst, e.msg, e.key) for e in ends] == [("n2", "n1", "UnicastAck", (4, 7))]
 
 
 def test_the_html_section_embeds_the_data_safely_and_says_what_was_left_out():

@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 PKT = ipudp.build("10.77.0.2", "10.77.0.3", 7100, 7100, b"hello")
 
 
-def test_frames_round_trip_packets_of_every_size_up_to_the_ipv4_maximum():
+def test_frames_round_trip_packets_of_every_size_up_to_the_ipv6_maximum():
     packets = [PKT, b"\x45" + bytes(agent.MAX_PACKET_BYTES - 1), b"x"]
     assert agent.unframe(agent.frame(packets)) == packets
     assert agent.unframe(b"") == []
@@ -42,7 +42,7 @@ def test_a_cut_or_lying_frame_is_a_usage_error_naming_where(data, says):
 
 @pytest.mark.parametrize("stdin, says", [
     (agent.frame([PKT])[:-1], "inside a packet"),
-    (agent.frame([PKT, b"\x45not-a-packet"]), "packet 1 is not IPv4/UDP from 10.77.0.2"),
+    (agent.frame([PKT, b"\x45not-a-packet"]), "packet 1 is not UDP from 10.77.0.2"),
     (agent.frame([ipudp.build("10.77.0.9", "10.77.0.3", 7100, 7100, b"spoofed")]), "packet 0 is not"),
 ])
 def test_the_agent_refuses_bad_input_with_status_2_before_sending(stdin, says):

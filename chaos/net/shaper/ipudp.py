@@ -111,7 +111,13 @@ def flip_bit(pkt: UdpPacket, rng: random.Random) -> bytes:
 
 
 def build(src: str, dst: str, sport: int, dport: int, payload: bytes, ttl: int = 64) -> bytes:
-    """A fresh IPv4/UDP packet (for forged datagrams sent on a raw socket)."""
+    """A fresh IPv4/UDP packet, or IPv6/UDP when `src` is an IPv6 address (`ttl` is then the hop limit), for
+    forged datagrams sent on a raw socket."""
+    if ":" in src:
+        header = struct.pack("!IHBB16s16s", 6 << 28, 0, UDP_PROTO, ttl, socket.inet_pton(socket.AF_INET6, src),
+                             socket.inet_pton(socket.AF_INET6, dst))
+        pkt = UdpPacket(src, dst, sport, dport, b"", IPV6_HEADER_BYTES, header + b"\0" * 8)
+        return with_payload(pkt, payload)
     header = bytearray(struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + 8 + len(payload), 0, 0x4000, ttl, UDP_PROTO, 0,
                                    socket.inet_aton(src), socket.inet_aton(dst)))
     struct.pack_into("!H", header, 10, checksum(bytes(header)))
