@@ -26,7 +26,8 @@ INSTANT_FAULTS = ("inject", "restart")  # fault_start without a fault_end
 @dataclass(frozen=True)
 class FaultPeriod:
     """One fault from its start to its end (its `fault_end`, the next `heal`, or the end of the run); an instant
-    (`inject`, `restart`) ends where it starts."""
+    (`inject`, `restart`) ends where it starts. `detail` is its `fault_start`'s, with what its `fault_end`
+    added (a jammed partition's `jam`: held, released, dropped)."""
 
     fault_id: str
     kind: str
@@ -46,9 +47,13 @@ def periods_of(controller_events: list[dict[str, Any]], last_ts: float) -> list[
     open_faults: dict[str, dict[str, Any]] = {}
     periods: list[FaultPeriod] = []
 
-    def period(start: dict[str, Any], end_ts: float) -> FaultPeriod:
+    def period(start: dict[str, Any], end_ts: float, end: dict[str, Any] | None = None) -> FaultPeriod:
+        detail = _json_or_text(start["detail"])
+        added = _json_or_text(end.get("detail")) if end is not None else None
+        if isinstance(detail, dict) and isinstance(added, dict):
+            detail = {**detail, **added}
         return FaultPeriod(fault_id=start["fault_id"], kind=start["kind"] or "?", start_ts=start["at_ts"],
-                           end_ts=end_ts, detail=_json_or_text(start["detail"]))
+                           end_ts=end_ts, detail=detail)
 
     for event in controller_events:
         if event["type"] == "fault_start" and event["kind"] in INSTANT_FAULTS:
@@ -56,7 +61,7 @@ def periods_of(controller_events: list[dict[str, Any]], last_ts: float) -> list[
         elif event["type"] == "fault_start":
             open_faults[event["fault_id"]] = event
         elif event["type"] == "fault_end" and event["fault_id"] in open_faults:
-            periods.append(period(open_faults.pop(event["fault_id"]), event["at_ts"]))
+            periods.append(period(open_faults.pop(event["fault_id"]), event["at_ts"], event))
         elif event["type"] == "heal":
             periods += [period(start, event["at_ts"]) for start in open_faults.values()]
             open_faults.clear()

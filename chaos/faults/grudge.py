@@ -202,6 +202,12 @@ def partition_detail(grudge: Mapping[str, Iterable[str]], jam: Jam | None = None
     return detail
 
 
+def jam_end_detail(lifted: Mapping[str, int] | None) -> dict[str, object] | None:
+    """What a jammed partition's `fault_end` records: `jam` with what it held, released at its end and dropped
+    by the cap (`node.sim.jam.outcome`, summed over its links); None for a partition that was not jammed."""
+    return {"jam": dict(lifted)} if lifted is not None else None
+
+
 NODE_FAULTS = ("pause", "kill")
 EVERY_LINK = "*"  # the dst of a node fault (every link of the node), both ends of a fault of no known shape
 

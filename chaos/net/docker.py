@@ -209,15 +209,18 @@ class DockerNet:
         return fault_id
 
     def _end_faults(self, kinds: Iterable[str], applied_ts: float, effective_ts: float | None,
-                    only: Callable[[dict[str, Any]], bool] = lambda _: True) -> None:
+                    only: Callable[[dict[str, Any]], bool] = lambda _: True,
+                    detail: Mapping[str, Any] | None = None) -> None:
+        """Record the end of every open fault of `kinds` that `only` picks, with `detail` when given."""
         kinds = set(kinds)
+        extra = {"detail": dict(detail)} if detail else {}
         for fault_id, info in list(self.active.items()):
             if info["kind"] in kinds and only(info):
                 del self.active[fault_id]
                 self.leases.end(fault_id)
                 reason = {"reason": self.end_reason} if self.end_reason else {}
                 self.history.emit("fault_end", fault_id=fault_id, kind=info["kind"], applied_ts=applied_ts,
-                                  effective_ts=effective_ts, **reason)
+                                  effective_ts=effective_ts, **reason, **extra)
         self._save_state()
 
     # --- leases -----------------------------------------------------------------------------------------------
@@ -295,16 +298,17 @@ class DockerNet:
         grudge = grudges.union(grudge)
         if jam is not None and not (caps := self._caps())["nfqueue"][0]:
             raise EnvironmentProblem(f"a jammed partition needs NFQUEUE: {caps['nfqueue'][1]}")
+        old_grudge, old_jam = self.grudge, self.jam
         if jam is None:  # the drops first, so that nothing slips through before an old jam lets go
             self._partition_apply(grudge)
         if jam is not None or self.jam is not None:
-            old = self.grudge, self.jam
             self.grudge, self.jam = grudge, jam
             try:
                 self._apply_links()
             except BaseException:
-                self.grudge, self.jam = old
+                self.grudge, self.jam = old_grudge, old_jam
                 raise
+        lifted = self._jam_lifted(old_grudge) if old_jam is not None else None
         if jam is not None:  # the jam holds before old drops go
             self._partition_apply({})
         applied_ts = time.time()
@@ -312,33 +316,36 @@ class DockerNet:
         effective_ts = self._effective(self._expected_reach(grudge))
         self.log(f"partition {grudges.describe(grudge)}: "
                  + (f"{jam.describe()} (NFQUEUE shapers of the senders)" if jam else "backend iptables"))
-        self._end_faults(["partition"], applied_ts, effective_ts)
+        self._end_faults(["partition"], applied_ts, effective_ts, detail=grudges.jam_end_detail(lifted))
         return self._start_fault("partition", grudges.partition_detail(grudge, jam), applied_ts, effective_ts)
 
     def heal(self) -> None:
         """End the partition (link faults stay: that is `fast`); what a jammed one held goes on now."""
         partition.heal(self.ledger, self.run_id)
-        jammed = self.jam is not None
-        if jammed:
-            senders = {src for src, _ in grudges.cut_links(self.grudge)}
+        old_grudge, lifted = self.grudge, None
+        if self.jam is not None:
             self.grudge, self.jam = {}, None
             self._apply_links()
+            lifted = self._jam_lifted(old_grudge)
         applied_ts = time.time()
         self.grudge = {}
         effective_ts = self._effective(self._expected_reach({}))
-        self.log("heal: partition removed" + (f"; jammed packets released so far: {self._jam_counts(senders)}"
-                                              if jammed else ""))
-        self._end_faults(["partition"], applied_ts, effective_ts)
+        self.log("heal: partition removed" + (f"; the jam held {lifted['held']} packet(s): {lifted['released']} "
+                                              f"released, {lifted['dropped']} dropped by its cap" if lifted else ""))
+        self._end_faults(["partition"], applied_ts, effective_ts, detail=grudges.jam_end_detail(lifted))
 
-    def _jam_counts(self, nodes: Iterable[str]) -> str:
-        """The jam counters of `nodes`' shapers, e.g. `n1: 120 held, 120 released, 0 dropped by the cap`."""
-        out = []
-        for node in sorted(nodes):
+    def _jam_lifted(self, grudge: Grudge) -> dict[str, int]:
+        """What the jam of `grudge` did (`node.sim.jam.outcome`, summed), from the counters its senders' shapers
+        wrote as they lifted it just now: a shaper's `jam_lift` counts when it is of its current generation."""
+        total = {"held": 0, "released": 0, "dropped": 0}
+        for node in sorted({src for src, _ in grudges.cut_links(grudge)}):
             host = self.hosts[self.cluster.node(node).host] if self.multi_host else None
             stats = shaper_control.read_stats(self.cluster.run_dir, node, host)
-            out.append(f"{node}: {stats.get('jam_held', 0)} held, {stats.get('jam_released', 0)} released, "
-                       f"{stats.get('jam_dropped', 0)} dropped by the cap")
-        return "; ".join(out)
+            lift = stats.get("jam_lift") or {}
+            if lift.get("generation") == stats.get("generation"):
+                for key in total:
+                    total[key] += int(lift.get(key, 0))
+        return total
 
     # --- link faults ------------------------------------------------------------------------------------------
     def _scope(self, links: Iterable[tuple[str, str]] | None) -> list[tuple[str, str]]:

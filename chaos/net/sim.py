@@ -296,13 +296,15 @@ class SimNet:
         self.record("fault_start", fault_id=fault_id, kind=kind, detail=detail, applied_ts=now, effective_ts=now)
         return fault_id
 
-    def _end_faults(self, kinds: Iterable[str], only: str | None = None) -> None:
-        """Record the end of every open fault of `kinds` (or of the one fault `only`)."""
+    def _end_faults(self, kinds: Iterable[str], only: str | None = None,
+                    detail: Mapping[str, Any] | None = None) -> None:
+        """Record the end of every open fault of `kinds` (or of the one fault `only`), with `detail` when given."""
         now = self.history.base_ts + self.sim.now_s
+        extra = {"detail": dict(detail)} if detail else {}
         for fault_id, kind in list(self.active.items()):
             if kind in kinds and only in (None, fault_id):
                 del self.active[fault_id]
-                self.record("fault_end", fault_id=fault_id, kind=kind, applied_ts=now, effective_ts=now)
+                self.record("fault_end", fault_id=fault_id, kind=kind, applied_ts=now, effective_ts=now, **extra)
 
     def is_active(self, fault_id: str) -> bool:
         return fault_id in self.active
@@ -320,18 +322,17 @@ class SimNet:
             grudge = grudges.parse_grudge(grudge, self._nodes, self.topologies)
         grudges.check_grudge(grudge, self._nodes)
         grudge = grudges.union(grudge)
-        self.sim.heal()
+        lifted = self.sim.heal()
         for src, dst in sorted(grudges.cut_links(grudge)):
             if jam is None:
                 self.sim.partition(src, dst)
             else:
                 self.sim.jam(src, dst, jam.release, jam.cap)
-        self._end_faults(("partition",))
+        self._end_faults(("partition",), detail=grudges.jam_end_detail(lifted))
         return self._start_fault("partition", grudges.partition_detail(grudge, jam))
 
     def heal(self) -> None:
-        self.sim.heal()
-        self._end_faults(("partition",))
+        self._end_faults(("partition",), detail=grudges.jam_end_detail(self.sim.heal()))
 
     # --- link faults ----------------------------------------------------------------------------------------
     def _set_links(self, updates: Mapping[tuple[str, str], LinkFault], merge: bool) -> None:

@@ -61,3 +61,11 @@ class JamQueue(Generic[T]):
 def release_all(queues: Iterable[JamQueue[T]], rng: random.Random) -> list[T]:
     """What every queue holds, queue by queue, each in its own release order."""
     return [item for queue in queues for item in queue.release(rng)]
+
+
+def outcome(queues: Iterable[JamQueue[T]]) -> dict[str, int]:
+    """What jams released whole did in their lifetime: `held` (taken in), `released` (let go at the heal) and
+    `dropped` (pushed out by the cap); a jammed partition's `fault_end` records it."""
+    queues = list(queues)
+    held, dropped = sum(q.held for q in queues), sum(q.dropped for q in queues)
+    return {"held": held, "released": held - dropped, "dropped": dropped}

@@ -34,6 +34,7 @@ from node.core import Effect, Protocol, payload_msg_id
 from node.driver import Driver
 from node.errors import UsageError
 from node.sim.faults import DELAY, DROP, HOLD, FaultTable, MsgFault
+from node.sim.jam import outcome as jam_outcome
 from node.sim.network import LinkSpec, Network
 from node.stack import Stack
 from node.wire import Message, encode_datagram
@@ -203,16 +204,18 @@ class Simulator:
         oldest dropped beyond it), and sent on at the heal in order (`fifo`) or shuffled (`shuffle`)."""
         self.network.jam(src, dst, release, cap)
 
-    def heal(self, src: str | None = None, dst: str | None = None) -> None:
+    def heal(self, src: str | None = None, dst: str | None = None) -> dict[str, int] | None:
         """Remove the cut or jam src -> dst, or every one when no link is named (links and message faults stay).
-        What a jam held is sent on now, through the link's delay and loss, in its release order."""
+        What a jam held is sent on now, through the link's delay and loss, in its release order. Returns what the
+        healed jams did (`node.sim.jam.outcome`), None when none was healed."""
         if (src is None) != (dst is None):
             raise UsageError("heal: name both ends of the link, or neither to heal every cut")
-        jams = {link: q for link, q in self.network.jams.items() if src is None or link == (src, dst)}
-        self.counters["jam_dropped"] += sum(q.dropped for q in jams.values())
+        jams = [q for link, q in self.network.jams.items() if src is None or link == (src, dst)]
+        self.counters["jam_dropped"] += sum(q.dropped for q in jams)
         for link_src, link_dst, data in self.network.heal(src, dst):
             self.counters["jam_released"] += 1
             self._send_data(link_src, link_dst, data, 0.0)
+        return jam_outcome(jams) if jams else None
 
     def drop_next(self, src: str | None, dst: str | None, msg_type: type[Message] | str | None,
                   where: Callable[[Message], bool] | None = None, count: int = 1) -> int:

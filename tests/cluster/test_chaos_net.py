@@ -334,6 +334,8 @@ def test_a_jammed_one_way_cut_holds_what_crosses_and_releases_it_at_the_heal(run
         assert _drain(back) == list(range(5))  # n2 -> n1 is not jammed
         net.heal()
         assert _drain(listener) == list(range(300))
+    fifo = _last_jam_end(run)  # what the fault_end says the jam held: the 300 and n1's heartbeats to n2
+    assert fifo["dropped"] == 0 and fifo["released"] == fifo["held"] >= 300, fifo
     net.partition("n2<-n1", jam=Jam("shuffle", cap=100))  # a shaper of its own: the heal ended the last one
     with _numbered(run, "n1", "n2", range(400)) as listener:
         assert _drain(listener) == []
@@ -343,6 +345,15 @@ def test_a_jammed_one_way_cut_holds_what_crosses_and_releases_it_at_the_heal(run
     assert len(got) == len(set(got)) and got != sorted(got), got  # shuffled, once each
     assert 90 <= len(got) <= 100 and min(got) >= 300 - 10, got  # the newest (a heartbeat or two may hold a place)
     assert stats["jam_dropped"] >= 300 and stats["jam_released"] == 100 and stats["jammed"] == 0, stats
+    capped = _last_jam_end(run)
+    assert capped["released"] == 100 and capped["dropped"] == capped["held"] - 100 >= 300, capped
+
+
+def _last_jam_end(run) -> dict:
+    """The `jam` detail of the last partition's fault_end in the controller's history."""
+    lines = (run.run_dir / "events" / "controller.jsonl").read_text().splitlines()
+    ends = [e for e in map(json.loads, lines) if e["type"] == "fault_end" and e["kind"] == "partition"]
+    return ends[-1]["detail"]["jam"]
 
 
 def test_a_jam_whose_controller_was_killed_is_released_by_splitlab_heal(run, net):

@@ -1,7 +1,7 @@
 """Runs across hosts on the test bed: three lab hosts as containers, each with its own sshd and Docker engine,
 reached only over SSH with the bed's key (chaos.hosts.bed). Nodes on every host hear each other over the VXLAN
 data network, deliver unicast and multicast across hosts, a one-way cut between hosts is applied on the
-receiver's host and a link fault on the sender's (the shaper as a container there), a controller SIGKILLed
+receiver's host and a link fault or a jam on the sender's (the shaper as a container there), a controller SIGKILLed
 while it holds either leaves nothing that `splitlab heal` cannot remove, kill and start act on the node's host,
 inject, capture and replay go through the wire agent on the node's host, seed scenarios give the same verdicts
 as on one machine, `down` leaves no container, network, VXLAN device or directory on any host, and
@@ -21,6 +21,7 @@ import pytest
 from cluster_wait import wait_for
 
 from chaos.cluster import lifecycle
+from chaos.faults.grudge import Jam
 from chaos.hosts import bed, multi
 from chaos.hosts.doctor import check_inventory
 from chaos.hosts.inventory import Inventory, parse
@@ -170,6 +171,15 @@ def test_link_and_process_faults_act_on_the_nodes_host_and_heal_after_a_killed_c
                  "n3's shaper on host3 delays what n3 sends n1")
         stats = control.read_stats(run.run_dir, "n3", net.hosts["host3"])
         assert stats["packets"] >= stats["delayed"] and stats.get("lost", 0) == 0, stats  # delay only
+        # a jammed cut n1<-n3: n3's shaper on host3 holds what n3 sends n1, and lets it go at the heal
+        net.partition("n1<-n3", jam=Jam("fifo"))
+        wait_for(lambda: "n3" not in run.client("n1").hears(), 20, "n1 stops hearing the jammed n3")
+        held = control.read_stats(run.run_dir, "n3", net.hosts["host3"])
+        assert held["jammed"] >= 1 and held.get("jam_released", 0) == 0, held
+        net.heal()
+        released = control.read_stats(run.run_dir, "n3", net.hosts["host3"])
+        assert released["jammed"] == 0 and released["jam_released"] == released["jam_held"] >= held["jammed"], released
+        wait_for(lambda: "n3" in run.client("n1").hears(), 20, "n1 hears n3 again after the heal")
         net.kill("n2")  # docker kill on host2
         wait_for(lambda: "n2" not in run.client("n1").hears(), 20, "n1 stops hearing the killed n2")
         net.start("n2")  # its control port is published anew: net.cluster knows the new one

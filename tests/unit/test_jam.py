@@ -107,8 +107,9 @@ def test_the_cap_drops_the_oldest_and_shuffle_reorders_the_release() -> None:
     send_many(sim, "a", "b", 30)
     sim.run_for(0.5)
     held = sim.counters["jam_held"]
-    sim.heal()
+    assert sim.heal() == {"held": held, "released": 5, "dropped": held - 5}  # what a jam's fault_end records
     assert sim.counters["jam_dropped"] == held - 5 and sim.counters["jam_released"] == 5
+    assert sim.heal() is None  # no jam left to heal
 
 
 # --- the shaper's engine -------------------------------------------------------------------------------------------
@@ -128,9 +129,13 @@ def test_the_engine_holds_jammed_packets_and_lets_them_go_when_a_reload_lifts_th
     lifted_b = Engine(_spec(2, {C: Jam("shuffle")}), previous=engine)
     assert lifted_b.lifted == to_b[2:]  # fifo, the two oldest dropped by the cap
     assert lifted_b.jammed == 40 and lifted_b.stats["jam_released"] == 4
-    ending = lifted_b.release_all()
+    assert lifted_b.last_lift == {"held": 6, "released": 4, "dropped": 2, "generation": 2}
+    stays = Engine(_spec(3, {C: Jam("shuffle")}), previous=lifted_b)  # lifts nothing: the last lift stays gen 2
+    assert stays.last_lift["generation"] == 2
+    ending = stays.release_all()
     assert sorted(ending) == sorted(to_c) and ending != to_c
-    assert lifted_b.jammed == 0 and lifted_b.stats["jam_released"] == 44
+    assert stays.jammed == 0 and stays.stats["jam_released"] == 44
+    assert stays.last_lift == {"held": 40, "released": 40, "dropped": 0, "generation": 3}
 
 
 def test_a_jam_that_stays_keeps_what_it_holds_across_a_reload() -> None:
@@ -178,10 +183,15 @@ def test_a_jammed_scenario_in_the_simulator_holds_then_delivers(tmp_path: Path) 
     assert [e["detail"] for e in starts] == [{"grudge": {"n2": ["n1"]}, "mode": "jam", "release": "shuffle",
                                               "cap": None}]
     jam_start = starts[0]["applied_ts"]
-    ends = [e["applied_ts"] for e in events("controller") if e["type"] == "fault_end" and e["kind"] == "partition"]
+    ends = [e for e in events("controller") if e["type"] == "fault_end" and e["kind"] == "partition"]
     delivered = [e for e in events("n2") if e["type"] == "app_deliver" and e["from"] == "n1"]
     assert len({e["msg_id"] for e in delivered}) == 120  # every message, the jammed ones after the heal
-    assert not [e for e in delivered if jam_start + 0.05 < e["ts"] < ends[0]]  # nothing crossed the jam
+    assert not [e for e in delivered if jam_start + 0.05 < e["ts"] < ends[0]["applied_ts"]]  # nothing crossed
+    # the fault_end says what the jam held and let go: n1's datagrams to n2 in that second, none dropped
+    sent = [e for e in events("n1") if e["type"] == "data_tx" and e["to"] == "n2"
+            and jam_start <= e["ts"] < ends[0]["applied_ts"]]
+    jam = ends[0]["detail"]["jam"]
+    assert jam["dropped"] == 0 and jam["released"] == jam["held"] >= len(sent) > 50, (jam, len(sent))
 
 
 @pytest.mark.parametrize("partition,fragment", [

@@ -37,6 +37,15 @@ def test_instants_end_where_they_start_and_spans_at_their_end():
     assert [p.fault_id for p in periods_of(EVENTS, END)] == ["p1", "k1", "r1", "i1", "s1", "r2"]
 
 
+def test_what_a_fault_end_adds_joins_its_start_detail():
+    start = dict(_event("fault_start", 1, "j1", "partition"), detail='{"grudge": {"n2": ["n1"]}, "mode": "jam"}')
+    end = dict(_event("fault_end", 4, "j1", "partition"), detail='{"jam": {"held": 9, "released": 7, "dropped": 2}}')
+    plain = dict(_event("fault_end", 6, "p2", "partition"), detail=None)
+    (jam, other) = periods_of([start, end, _event("fault_start", 5, "p2", "partition"), plain], END)
+    assert jam.detail == {"grudge": {"n2": ["n1"]}, "mode": "jam", "jam": {"held": 9, "released": 7, "dropped": 2}}
+    assert (jam.end_ts - T0, other.detail) == (4, {"node": "n2"})
+
+
 def test_the_plot_draws_instants_as_lines_and_spans_as_shaded_areas():
     plots = pytest.importorskip("pipeline.plots", reason="the report's plots need matplotlib")
     from matplotlib.figure import Figure

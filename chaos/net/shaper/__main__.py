@@ -109,6 +109,7 @@ class Shaper:
         if force or now_s - self._stats_at_s >= STATS_EVERY_S:
             self._stats_at_s = now_s
             data = dict(self.engine.stats, **self.sender.stats(), held=len(self.heap), jammed=self.engine.jammed,
+                        jam_lift=self.engine.last_lift,
                         generation=self.engine.spec.generation, rule_matches=self.engine.book.counters(),
                         scheduling=self.scheduling)
             self._write(".stats", json.dumps(data, sort_keys=True))

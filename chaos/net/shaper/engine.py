@@ -27,7 +27,7 @@ from chaos.net.shaper import disttable, ipudp
 from chaos.faults.msgrules import DROP, DUPLICATE, PASS, RuleBook
 from chaos.net.shaper.spec import ShaperSpec
 from node import wire
-from node.sim.jam import JamQueue, release_all
+from node.sim.jam import JamQueue, outcome, release_all
 
 
 @dataclass
@@ -55,22 +55,28 @@ class Engine:
         self.stats: Counter[str] = Counter()
         self.jams: dict[str, JamQueue[bytes]] = {}
         self.lifted: list[bytes] = []  # what the jams this spec lifted held, in release order: to send now
+        self.last_lift: dict[str, int] = {}  # `jam.outcome` of the jams lifted last (a jammed partition's end)
         if previous is not None:
             self.book.carry_from(previous.book)
             self.busy_until_s = dict(previous.busy_until_s)
             self.stats = previous.stats
             self.jams = {ip: q for ip, q in previous.jams.items() if ip in spec.jams}
-            self.lifted = release_all([q for ip, q in sorted(previous.jams.items()) if ip not in spec.jams],
-                                      self.rng)
-            self.stats["jam_released"] += len(self.lifted)
+            self.last_lift = previous.last_lift
+            self.lifted = self._lift([q for ip, q in sorted(previous.jams.items()) if ip not in spec.jams])
         for ip, jam in spec.jams.items():
             if ip not in self.jams:
                 self.jams[ip] = JamQueue(jam.release, jam.cap)
 
     def release_all(self) -> list[bytes]:
         """What every jam holds, in release order (the shaper is ending: nothing held may be lost)."""
-        out = release_all([q for _, q in sorted(self.jams.items())], self.rng)
+        return self._lift([q for _, q in sorted(self.jams.items())])
+
+    def _lift(self, queues: list[JamQueue[bytes]]) -> list[bytes]:
+        """What `queues` hold, in release order, counted; `last_lift` says what they did when there were any."""
+        out = release_all(queues, self.rng)
         self.stats["jam_released"] += len(out)
+        if queues:
+            self.last_lift = {**outcome(queues), "generation": self.spec.generation}
         return out
 
     @property
