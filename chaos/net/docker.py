@@ -360,7 +360,7 @@ class DockerNet:
         On an IPv6 run the faults match the peers' IPv6 addresses, and only the NFQUEUE shaper serves them
         (`_caps`)."""
         caps = self._caps()
-        ips = {n.name: n.data_ip6 if self.cluster.ipv6 else n.data_ip for n in self.cluster.nodes}
+        ips = {n.name: n.wire_ip for n in self.cluster.nodes}
         per: dict[str, dict[str, dict[str, LinkFault]]] = {b: {n: {} for n in self.nodes} for b in BACKENDS}
         for (src, dst), (fault, backend) in self.links.items():
             per[backend][src][ips[dst]] = fault

@@ -60,43 +60,31 @@ _ip_ids = itertools.count(1)
 def fragment(pkt: bytes, mtu: int = MTU_BYTES) -> list[bytes]:
     """`pkt` (a whole IPv4 or IPv6 packet) as fragments of at most `mtu` bytes each, all with one fresh
     identification; `[pkt]` when it fits. IPv4 fragments get correct header checksums; IPv6 ones a Fragment
-    header (RFC 8200 4.5) after the fixed header. Written here rather than with scapy's `fragment`/`fragment6`:
-    those dissect and rebuild every packet through scapy's layers, milliseconds a packet, and the fuzzer sends
-    thousands a second through this."""
+    header (RFC 8200 4.5) after the fixed header (a packet without extension headers). Written here rather than
+    with scapy's `fragment`/`fragment6`: those dissect and rebuild every packet through scapy's layers,
+    milliseconds a packet, and the fuzzer sends thousands a second through this."""
     if len(pkt) <= mtu:
         return [pkt]
-    if pkt[0] >> 4 == 6:
-        return _fragment6(pkt, mtu)
-    ihl = (pkt[0] & 0x0F) * 4
-    header, data = pkt[:ihl], pkt[ihl:]
-    step = (mtu - ihl) // 8 * 8
-    ident = next(_ip_ids) & 0xFFFF
+    six = pkt[0] >> 4 == 6
+    header_len = ipudp.IPV6_HEADER_BYTES if six else (pkt[0] & 0x0F) * 4
+    header, data = pkt[:header_len], pkt[header_len:]
+    step = (mtu - header_len - (8 if six else 0)) // 8 * 8
+    ident = next(_ip_ids)
     out = []
     for offset in range(0, len(data), step):
         chunk = data[offset:offset + step]
         more = offset + step < len(data)
         head = bytearray(header)
-        struct.pack_into("!HHH", head, 2, ihl + len(chunk), ident, (0x2000 if more else 0) | (offset // 8))
-        struct.pack_into("!H", head, 10, 0)
-        struct.pack_into("!H", head, 10, ipudp.checksum(bytes(head)))
+        if six:
+            struct.pack_into("!H", head, 4, 8 + len(chunk))
+            head[6] = IPV6_FRAGMENT_HEADER
+            head += struct.pack("!BxHI", pkt[6], offset | more, ident & 0xFFFFFFFF)
+        else:
+            struct.pack_into("!HHH", head, 2, header_len + len(chunk), ident & 0xFFFF,
+                             (0x2000 if more else 0) | (offset // 8))
+            struct.pack_into("!H", head, 10, 0)
+            struct.pack_into("!H", head, 10, ipudp.checksum(bytes(head)))
         out.append(bytes(head) + chunk)
-    return out
-
-
-def _fragment6(pkt: bytes, mtu: int) -> list[bytes]:
-    """An IPv6 packet without extension headers as fragments: the fixed header (next header: Fragment), an
-    8-byte Fragment header carrying the original next header, and 8-byte aligned slices of the payload."""
-    fixed, data, next_header = pkt[:ipudp.IPV6_HEADER_BYTES], pkt[ipudp.IPV6_HEADER_BYTES:], pkt[6]
-    step = (mtu - ipudp.IPV6_HEADER_BYTES - 8) // 8 * 8
-    ident = next(_ip_ids) & 0xFFFFFFFF
-    out = []
-    for offset in range(0, len(data), step):
-        chunk = data[offset:offset + step]
-        more = offset + step < len(data)
-        head = bytearray(fixed)
-        struct.pack_into("!H", head, 4, 8 + len(chunk))
-        head[6] = IPV6_FRAGMENT_HEADER
-        out.append(bytes(head) + struct.pack("!BxHI", next_header, offset | more, ident) + chunk)
     return out
 
 
