@@ -69,9 +69,11 @@ def _partition_rows(count: int, rounds: int) -> list[dict]:
         ips = {n.name: n.data_ip for n in run.nodes}
         cut = grudge.bisect(run.names)
         ledger = Ledger(run.run_dir)
+        bridge = partition.data_bridge(cluster.data_bridge_name(run.run_id), ipv6=False)  # as DockerNet takes it
         ours_apply, ours_heal, old_apply, old_heal = [], [], [], []
         for _ in range(rounds):
-            ours_apply.append(_timed(lambda: partition.apply(ledger, run.run_id, cut, namespaces, ips)))
+            ours_apply.append(_timed(lambda: partition.apply(ledger, run.run_id, cut, namespaces, ips,
+                                                             bridge=bridge)))
             ours_heal.append(_timed(lambda: partition.heal(ledger, run.run_id)))
             old_apply.append(_timed(lambda: _spine_apply(run.run_id, cut, namespaces, ips)))
             old_heal.append(_timed(lambda: _spine_heal(run.run_id, namespaces)))
@@ -80,25 +82,26 @@ def _partition_rows(count: int, rounds: int) -> list[dict]:
         ours_watch, old_watch = [], []
         for _ in range(rounds):
             ours_watch.append(cutwatch.watch(streams, lambda: partition.apply(ledger, run.run_id, cut, namespaces,
-                                                                              ips)))
+                                                                              ips, bridge=bridge)))
             partition.heal(ledger, run.run_id)
             old_watch.append(cutwatch.watch(streams, lambda: _spine_apply(run.run_id, cut, namespaces, ips)))
             _spine_heal(run.run_id, namespaces)
     finally:
         Ledger(run.run_dir).heal()
         cluster.down(run.run_id)
-    rows = [_skew_row(count, streams, ours_watch, old_watch)]
+    where = f"one commit on the run's bridge {bridge.name}" if bridge else "one iptables-restore per node"
+    rows = [_skew_row(count, streams, ours_watch, old_watch, where)]
     for what, ours, old in (("apply", ours_apply, old_apply), ("heal", ours_heal, old_heal)):
         value, base = statistics.median(ours), statistics.median(old)
         target = "; target <= 50 ms" if count == 5 else ""
         rows.append({"name": f"partition {what}, {count} nodes (bisect)", "value": value, "unit": "ms",
                      "baseline": base, "ratio": value / base, "better": "lower",
-                     "note": f"ledger + one iptables-restore per node; baseline: the spine's per-node commands, "
-                             f"no ledger; median of {rounds}{target}"})
+                     "note": f"ledger + {where}; baseline: the spine's per-node commands, no ledger; median of "
+                             f"{rounds}{target}"})
     return rows
 
 
-def _skew_row(count: int, streams: list, ours: list[cutwatch.Watch], old: list[cutwatch.Watch]) -> dict:
+def _skew_row(count: int, streams: list, ours: list[cutwatch.Watch], old: list[cutwatch.Watch], where: str) -> dict:
     """The spread of the cut across the nodes, read from probe streams (chaos.wire.cutwatch), ours and the
     baseline's; a round where a stream did not switch is a failed measurement, not a fast one."""
     for w in ours + old:
@@ -111,7 +114,7 @@ def _skew_row(count: int, streams: list, ours: list[cutwatch.Watch], old: list[c
     resolution = statistics.median(w.resolution_s for w in ours) * 1000
     return {"name": f"partition skew, {count} nodes (bisect)", "value": value, "unit": "ms", "baseline": base,
             "ratio": value / base if base else None, "better": "lower",
-            "note": f"first to last node's cut, from one probe stream into each cut node (resolution "
+            "note": f"{where}: first to last node's cut, from one probe stream into each cut node (resolution "
                     f"{resolution:.2f} ms); last cut {lag:.1f} ms after apply began; baseline: the spine's "
                     f"per-node commands; median of {len(ours)}"}
 

@@ -375,6 +375,15 @@ def as_dict(cluster: Cluster) -> dict[str, Any]:
             "nodes": [dict(asdict(n), control_url=n.control_url) for n in cluster.nodes]}
 
 
+def data_bridge_name(run_id: str) -> str | None:
+    """The host interface of the run's data network on this machine's engine (Docker names it `br-<network id>`
+    unless the network names its own), None when this engine has no data network of the run."""
+    labels = [f"{LABEL_RUN}={run_id}", "splitlab.network=data"]
+    for net in docker_client().networks.list(filters={"label": labels}):
+        return (net.attrs.get("Options") or {}).get("com.docker.network.bridge.name") or f"br-{net.id[:12]}"
+    return None
+
+
 def namespaces(cluster: Cluster, hosts: Mapping[str, RemoteHost] | None = None) -> dict[str, Netns]:
     """Every node's network namespace, after the labelling and host-namespace refusals of `chaos.host.netns`
     (on a multi-host run: on the node's host, entered over SSH through `hosts`, default new connections)."""

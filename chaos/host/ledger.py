@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator
 
 from chaos.host.proc import run
 from chaos.hosts.remote import HOSTS_FILE, closing, run_hosts
@@ -41,11 +41,6 @@ from node.errors import CommandFailed, EnvironmentProblem, SplitlabError
 
 LEDGER_FILE = "ledger.jsonl"
 PROCESS_GRACE_S = 3.0
-
-
-def in_netns(pid: int, argv: Sequence[str]) -> list[str]:
-    """`argv` run inside the network namespace of `pid` (the form every namespaced undo takes)."""
-    return ["nsenter", "-t", str(pid), "-n", *argv]
 
 
 def netns_inode(pid: int) -> int | None:

@@ -36,20 +36,26 @@ def _netns_inode(pid: int | str) -> int:
                                  hint="the controller must run as root on the Docker host") from None
 
 
+def in_netns(pid: int | None, argv: Sequence[str]) -> list[str]:
+    """`argv` run inside the network namespace of `pid` (the form every namespaced undo takes); None: in the
+    namespace of whoever runs it (the host's, for the controller and `splitlab heal`)."""
+    return list(argv) if pid is None else ["nsenter", "-t", str(pid), "-n", *argv]
+
+
 @dataclass(frozen=True)
 class Netns:
-    """The network namespace of a splitlab node container, entered through `pid`."""
+    """The network namespace of a splitlab node container, entered through `pid` (None: this process's own, the
+    host's, where a run's bridge is)."""
 
     node: str
-    pid: int
+    pid: int | None
     host: str = ""  # the inventory host it lives on; "" for this machine
     remote: Any = field(default=None, compare=False, repr=False)  # that host's `RemoteHost`
 
     def exec(self, argv: Sequence[str], input_text: str | None = None, check: bool = True,
              timeout_s: float = 30) -> subprocess.CompletedProcess[str]:
         """Run `argv` inside this namespace (on its host). Raises `CommandFailed` on failure when `check`."""
-        return self.runner(["nsenter", "-t", str(self.pid), "-n", *argv], input_text=input_text, check=check,
-                           timeout_s=timeout_s)
+        return self.runner(in_netns(self.pid, argv), input_text=input_text, check=check, timeout_s=timeout_s)
 
     @property
     def runner(self) -> Any:
@@ -60,7 +66,7 @@ class Netns:
     def inode(self) -> int:
         """The inode of this namespace (it identifies the namespace; a restarted container gets a new one)."""
         if self.remote is None:
-            return _netns_inode(self.pid)
+            return _netns_inode("self" if self.pid is None else self.pid)
         proc = self.remote.run(["stat", "-L", "-c", "%i", f"/proc/{self.pid}/ns/net"], timeout_s=30)
         return int(proc.stdout.strip())
 
@@ -93,6 +99,13 @@ def address_family(ip: str) -> socket.AddressFamily:
 def host_rule(ip: str) -> str:
     """`ip` as an iptables/ip6tables address of one host: `/32` for IPv4, `/128` for IPv6."""
     return f"{ip}/{128 if address_family(ip) == socket.AF_INET6 else 32}"
+
+
+def enter(fd: int) -> None:
+    """Move the calling thread into the network namespace open as `fd` (what it runs after, and the threads and
+    processes it starts, live there). Raises `EnvironmentProblem`."""
+    with _setns_lock:
+        _setns(fd)
 
 
 def socket_in(pid: int | None, family: int, type_: int, proto: int = 0) -> socket.socket:

@@ -38,6 +38,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
@@ -175,10 +176,19 @@ class DockerNet:
         return WallClock(wait, self.log)
 
     def _partition_apply(self, grudge: Grudge) -> None:
-        """`partition.apply` on both families of a dual-stack run, on IPv4 alone otherwise."""
+        """`partition.apply` on both families of a dual-stack run, on IPv4 alone otherwise; on the run's bridge
+        when it can carry the cuts (`partition.data_bridge`: one commit for every node), else in the nodes'
+        namespaces."""
         partition.apply(self.ledger, self.run_id, grudge, self.namespaces,
                         {n.name: n.data_ip for n in self.cluster.nodes},
-                        {n.name: n.data_ip6 for n in self.cluster.nodes} if self.cluster.ipv6 else None)
+                        {n.name: n.data_ip6 for n in self.cluster.nodes} if self.cluster.ipv6 else None,
+                        bridge=self._bridge)
+
+    @cached_property
+    def _bridge(self) -> partition.DataBridge | None:
+        if self.multi_host:
+            return None
+        return partition.data_bridge(clusters.data_bridge_name(self.run_id), self.cluster.ipv6)
 
     def _refresh(self) -> None:
         """Re-read the nodes (a restarted container has a new PID, namespace and maybe address)."""

@@ -7,6 +7,10 @@ Three backends keep one chain each per node, named for the run and hooked into o
     STATLOSS   SLL-<run>  in OUTPUT  statistic loss toward peers                 (chaos.net.statloss)
     QUEUE      SLQ-<run>  in OUTPUT  UDP toward shaped peers to the NFQUEUE      (chaos.net.shaper.control)
 
+and a partition of a run on this machine has one chain on the host instead, for every node at once:
+
+    BRIDGE     SLB-<run>  in FORWARD of the host: drops between data addresses on the run's bridge
+
 Filling is one `iptables-restore --noflush` per namespace: declaring the chain creates it or flushes it, its
 rules follow, and the first fill also inserts the hook at the top of the built-in chain, so the change is atomic
 and a namespace has chain and hook together or neither. Removing is one more restore (unhook, flush, delete);
@@ -26,8 +30,8 @@ from dataclasses import dataclass, replace
 from typing import Sequence
 
 from chaos.host import proc
-from chaos.host.ledger import Entry, Ledger, in_netns
-from chaos.host.netns import Netns
+from chaos.host.ledger import Entry, Ledger
+from chaos.host.netns import Netns, in_netns
 from node.errors import UsageError
 
 MAX_CHAIN_CHARS = 28  # iptables' limit on chain names
@@ -74,7 +78,7 @@ class ChainKind:
         purpose = f" ({self.purpose})" if self.purpose else ""
         host = f"{ns.host}:" if ns.host else ""
         return Entry(group=self.group, key=f"{self.key_prefix}:{host}{ns.inode}:{chain}", node=ns.node, pid=ns.pid,
-                     netns_ino=ns.inode, host=ns.host or None,
+                     netns_ino=ns.inode if ns.pid is not None else None, host=ns.host or None,
                      what=f"{self.tool} chain {chain}{purpose} hooked in {self.hook_into}",
                      undo=[{"argv": in_netns(ns.pid, self.restore), "input": remove_input(chain, self.hook_into)}],
                      present={"argv": in_netns(ns.pid, [self.tool, "-w", "-C", self.hook_into, "-j", chain])})
@@ -84,6 +88,8 @@ PARTITION = ChainKind("SL", "INPUT", "partition", "partition")
 PARTITION6 = PARTITION.v6()
 STATLOSS = ChainKind("SLL", "OUTPUT", "statloss", "statloss", "statistic loss")
 QUEUE = ChainKind("SLQ", "OUTPUT", "shaper", "shaper-chain", "NFQUEUE to the shaper")
+BRIDGE = ChainKind("SLB", "FORWARD", "partition", "partition-bridge", "cuts on the data bridge")
+BRIDGE6 = BRIDGE.v6()
 
 
 def restore_input(chain: str, rules: Sequence[str], hook_into: str | None = None) -> str:

@@ -22,8 +22,8 @@ import time
 import uuid
 from pathlib import Path
 
-from chaos.host.ledger import Entry, Ledger, in_netns
-from chaos.host.netns import Netns
+from chaos.host.ledger import Entry, Ledger
+from chaos.host.netns import Netns, in_netns
 from node.errors import EnvironmentProblem, UsageError
 
 GROUP = "lease"
@@ -89,14 +89,20 @@ def start_watchdog(ledger: Ledger, run_id: str, fault_id: str, ns: Netns | None)
     entry = ledger.record(Entry(group=GROUP, key=f"watchdog:{fault_id}", node=ns.node if ns else None,
                                 what=f"lease watchdog of {fault_id} (marker {marker}); undone by SIGTERM",
                                 process={"marker": marker}))
+    # this process's namespace (the host's) goes with it, open: the watchdog ends the fault from there, where a
+    # partition on the run's bridge is (chaos.net.partition)
+    host_fd = os.open("/proc/self/ns/net", os.O_RDONLY)
     argv = [sys.executable, "-m", "chaos.net.watchdog", "--run-dir", str(ledger.run_dir), "--run-id", run_id,
-            "--fault", fault_id, "--marker", marker]
+            "--fault", fault_id, "--marker", marker, "--host-netns-fd", str(host_fd)]
     if ns is not None and ns.remote is None:
         argv = in_netns(ns.pid, argv)
     log_path = lease_path(ledger.run_dir, fault_id).with_suffix(".log")
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
-                                cwd=Path(__file__).resolve().parents[2])
+    try:
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+                                    cwd=Path(__file__).resolve().parents[2], pass_fds=(host_fd,))
+    finally:
+        os.close(host_fd)
     ledger.started(entry, proc.pid)
 
 

@@ -46,8 +46,8 @@ from pyroute2.netlink.rtnl.tcmsg import plugins as tc_plugins
 from pyroute2.netlink.rtnl.tcmsg import sched_netem
 
 from chaos.faults.grudge import LinkFault
-from chaos.host.ledger import Entry, Ledger, in_netns
-from chaos.host.netns import Netns
+from chaos.host.ledger import Entry, Ledger
+from chaos.host.netns import Netns, in_netns
 from chaos.net.shaper import disttable
 from node.errors import EnvironmentProblem
 

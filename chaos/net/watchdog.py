@@ -1,8 +1,9 @@
-"""The lease watchdog: `python -m chaos.net.watchdog --run-dir D --run-id R --fault ID --marker M`, started by
-`chaos.net.lease.start_watchdog` inside the namespace of the fault's first node.
+"""The lease watchdog: `python -m chaos.net.watchdog --run-dir D --run-id R --fault ID --marker M
+[--host-netns-fd FD]`, started by `chaos.net.lease.start_watchdog` inside the namespace of the fault's first node.
 
 It sleeps until the lease of fault ID expires (re-reading it, since its controller renews it) and then ends that
-fault through the controller's own code (`DockerNet.end_fault`), recording `fault_end` with `lease_expired`.
+fault through the controller's own code (`DockerNet.end_fault`), recording `fault_end` with `lease_expired`; it
+does so back in the controller's namespace (FD, inherited open), where a partition on the run's bridge lives.
 It exits without doing anything when the lease file is gone (the fault ended otherwise) or the fault is no longer
 open, and at once on SIGTERM (`splitlab heal` ends it, heals everything itself and settles its entry). Otherwise
 it settles its own ledger entry before it exits, so nothing is left outstanding.
@@ -29,8 +30,9 @@ def _settle_self(run_dir: Path, fault_id: str) -> None:
         ledger.mark_undone(mine, "undone")
 
 
-def watch(run_dir: Path, run_id: str, fault_id: str) -> str:
-    """Wait for the lease to expire, then end the fault. Returns what happened (for the log)."""
+def watch(run_dir: Path, run_id: str, fault_id: str, host_netns_fd: int | None = None) -> str:
+    """Wait for the lease to expire, then end the fault, back in the controller's (the host's) namespace open as
+    `host_netns_fd` when given. Returns what happened (for the log)."""
     while True:
         current = lease.read(run_dir, fault_id)
         if current is None:
@@ -40,7 +42,11 @@ def watch(run_dir: Path, run_id: str, fault_id: str) -> str:
             break
         time.sleep(min(POLL_S, left_s))
     from chaos.cluster import lifecycle
+    from chaos.host.netns import enter
     from chaos.net.docker import DockerNet
+
+    if host_netns_fd is not None:
+        enter(host_netns_fd)
 
     net = DockerNet(lifecycle.load(run_id), verify=False, log=lambda text: print(text, flush=True))
     ended = net.end_fault(fault_id, reason="lease_expired")
@@ -54,11 +60,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run-id", required=True)
     parser.add_argument("--fault", required=True)
     parser.add_argument("--marker", required=True, help="unique id on the command line, for the ledger")
+    parser.add_argument("--host-netns-fd", type=int, help="the controller's network namespace, open: the fault is "
+                                                          "ended from there")
     args = parser.parse_args(argv)
     # SIGTERM comes from a ledger heal, which holds the ledger's lock and settles this entry itself: exit at once
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     try:
-        print(watch(args.run_dir, args.run_id, args.fault), flush=True)
+        print(watch(args.run_dir, args.run_id, args.fault, args.host_netns_fd), flush=True)
     finally:
         _settle_self(args.run_dir, args.fault)
     return 0

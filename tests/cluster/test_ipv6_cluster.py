@@ -1,6 +1,7 @@
 """`splitlab up --ipv6` on real containers: a 2-node run on a dual-stack data network whose nodes hear each other
 over IPv6, a one-way cut `n2<-n1` measured with plain AF_INET6 UDP sockets opened in the nodes' namespaces
-(n1->n2 blocked, n2->n1 passes), the heal (both pass), and nothing left behind (ledger, iptables, ip6tables);
+(n1->n2 blocked, n2->n1 passes; ip6tables on the run's bridge), the heal (both pass), and nothing left behind
+(ledger, iptables, ip6tables, on the host and in the namespaces);
 a delay on one IPv6 link by the NFQUEUE shaper, measured by IPv6 probes; a forged IPv6 datagram injected as n2's,
 counted by n1 with n2's IPv6 address, captured as n1 received it and replayed; a forged datagram larger than the
 MTU arriving as IPv6 fragments that n1's kernel reassembles.
@@ -11,6 +12,7 @@ import ipaddress
 import os
 import select
 import socket
+import subprocess
 import time
 
 import pytest
@@ -60,8 +62,14 @@ def passes(run, src: str, dst: str, tries: int = 5, wait_s: float = 0.3) -> bool
         tx.close()
 
 
+def host_rules(tool: str) -> str:
+    return subprocess.run([tool, "-w", "-S"], capture_output=True, text=True, check=True).stdout
+
+
 def leftovers(run) -> list[str]:
     found = [f"ledger: {e.what}" for e in Ledger(run.run_dir).outstanding()]
+    found += [f"host {tool}: {line}" for tool in ("iptables", "ip6tables") for line in host_rules(tool).splitlines()
+              if run.run_id in line]
     for name, ns in clusters.namespaces(clusters.load(run.run_id)).items():
         for tool in ("iptables", "ip6tables"):
             found += [f"{name} {tool}: {line}" for line in ns.exec([tool, "-S"]).stdout.splitlines()
@@ -81,8 +89,8 @@ def test_nodes_talk_over_ipv6_and_a_one_way_cut_holds_on_ipv6(run):
     net = DockerNet(run, seed=3)
     start_s = time.monotonic()
     net.partition("n2<-n1")  # verified by IPv4 and IPv6 probes before it returns
-    rules = clusters.namespaces(run)["n2"].exec(["ip6tables", "-S"]).stdout
-    assert f"-A SL-{run.run_id} -s {run.node('n1').data_ip6}/128 -j DROP" in rules
+    rules = host_rules("ip6tables")  # on the run's bridge, as the IPv4 cut
+    assert f"-A SLB-{run.run_id} -s {run.node('n1').data_ip6}/128 -d {run.node('n2').data_ip6}/128" in rules
     assert not passes(run, "n1", "n2"), "n1->n2 should be cut over IPv6"
     assert passes(run, "n2", "n1"), "n2->n1 should pass (the cut is one way)"
     assert {e.what.split()[0] for e in Ledger(run.run_dir).outstanding()} == {"iptables", "ip6tables"}

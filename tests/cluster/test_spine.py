@@ -1,5 +1,5 @@
-"""The cluster spine on real containers: all hear all over UDP, a one-way iptables cut applied from the host
-inside n2's namespace, heal, down leaves nothing, and bad input gets one clear line."""
+"""The cluster spine on real containers: all hear all over UDP, a one-way iptables cut applied from the host on
+the run's data bridge, heal, down leaves nothing, and bad input gets one clear line."""
 from __future__ import annotations
 
 import os
@@ -21,6 +21,12 @@ pytestmark = pytest.mark.splitlab_cluster
 SETTLE_S = 2.5  # more than the nodes' 1.5 s silence threshold
 
 
+
+
+def host_iptables(chain: str | None = None) -> list[str]:
+    """The host's filter table (or one chain of it), as `iptables -S` prints it."""
+    return subprocess.run(["iptables", "-w", "-S", *([chain] if chain else [])], capture_output=True, text=True,
+                          check=True).stdout.splitlines()
 
 
 def labelled(run_id):
@@ -55,11 +61,18 @@ def test_one_way_cut_from_the_host_then_heal_then_down_leaves_nothing(splitlab_u
         hearing = run.hearing()  # the control network keeps working during the cut
         assert "n1" not in hearing["n2"], hearing
         assert "n2" in hearing["n1"] and hearing["n3"] == {"n1", "n2"}, hearing
-        rules = namespaces["n2"].exec(["iptables", "-S"]).stdout
-        assert f"-A SL-{run.run_id} -s {data_ips['n1']}/32 -j DROP" in rules
+        # one chain on the host, on the run's data bridge: the cut link only, for every node in one commit
+        rules = sorted(r for r in host_iptables() if f"SLB-{run.run_id}" in r)
+        bridge = cluster.data_bridge_name(run.run_id)
+        assert rules == [f"-A FORWARD -j SLB-{run.run_id}",
+                         f"-A SLB-{run.run_id} -s {data_ips['n1']}/32 -d {data_ips['n2']}/32 -i {bridge} -o {bridge} "
+                         f"-j DROP", f"-N SLB-{run.run_id}"], rules
+        assert host_iptables("FORWARD")[1] == f"-A FORWARD -j SLB-{run.run_id}"  # first: ahead of Docker's accepts
+        assert all(f"SL-{run.run_id}" not in ns.exec(["iptables", "-S"]).stdout for ns in namespaces.values())
         net.heal()
         net.heal()  # idempotent
     wait_for(run.all_hear_all, what="all hear all after heal")
+    assert not [r for r in host_iptables() if f"SLB-{run.run_id}" in r]
     for ns in namespaces.values():
         assert f"SL-{run.run_id}" not in ns.exec(["iptables", "-S"]).stdout
     cluster.down(run.run_id)

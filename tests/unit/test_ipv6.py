@@ -110,6 +110,40 @@ def test_a_dual_stack_cut_fills_both_chains_in_one_release_and_heal_removes_both
     assert ledger.outstanding() == []
 
 
+def test_on_the_bridge_one_chain_of_the_host_cuts_every_link_of_both_families_in_one_release(tmp_path, namespaces):
+    ledger = Ledger(tmp_path)
+    ns = {k: v for k, v in namespaces.items() if k in IPS}
+    host = FakeNs("host", 99, pid=None)
+    partition.apply(ledger, "r1", {"n2": {"n1", "n3"}, "n3": {"n1"}}, ns, IPS, IP6S,
+                    bridge=partition.DataBridge("br-x", host))
+    assert namespaces["released"] == [["host", "host"]] and all(not n.runs for n in ns.values())
+    v4, v6 = host.runs
+    assert v4 == (iptables.RESTORE, "*filter\n:SLB-r1 - [0:0]\n"
+                                     "-A SLB-r1 -i br-x -o br-x -s 10.0.0.1/32 -d 10.0.0.2/32 -j DROP\n"
+                                     "-A SLB-r1 -i br-x -o br-x -s 10.0.0.3/32 -d 10.0.0.2/32 -j DROP\n"
+                                     "-A SLB-r1 -i br-x -o br-x -s 10.0.0.1/32 -d 10.0.0.3/32 -j DROP\n"
+                                     "-I FORWARD 1 -j SLB-r1\nCOMMIT\n")
+    assert v6[0] == iptables.RESTORE6 and f"-s {IP6S['n3']}/128 -d {IP6S['n2']}/128 -j DROP" in v6[1]
+    entries = sorted(ledger.outstanding(), key=lambda e: e.key)
+    assert [e.key for e in entries] == ["partition-bridge6:99:SLB-r1", "partition-bridge:99:SLB-r1"]
+    # run where the heal runs (the host), never counted as a namespace that is gone
+    assert all(e.pid is None and e.netns_ino is None and e.group == partition.GROUP for e in entries)
+    assert entries[1].undo[0]["argv"] == iptables.RESTORE
+    assert entries[1].present["argv"] == ["iptables", "-w", "-C", "FORWARD", "-j", "SLB-r1"]
+
+
+def test_a_bridge_that_does_not_filter_or_is_not_here_leaves_the_cuts_to_the_namespaces(monkeypatch, tmp_path):
+    assert partition.data_bridge(None, False) is None
+    assert partition.data_bridge("sl-no-such-bridge", False) is None
+    monkeypatch.setattr(partition, "BRIDGE_FILTERING", {4: tmp_path / "v4", 6: tmp_path / "v6"})
+    (tmp_path / "v4").write_text("1\n")
+    (tmp_path / "v6").write_text("0\n")
+    assert partition.data_bridge("lo", False) == partition.DataBridge("lo", partition.Netns("host", None))
+    assert partition.data_bridge("lo", True) is None  # ip6tables would not see the IPv6 frames
+    (tmp_path / "v4").unlink()
+    assert partition.data_bridge("lo", False) is None  # no br_netfilter
+
+
 def test_an_ipv4_partition_touches_no_ip6tables(tmp_path, namespaces):
     ns = {k: v for k, v in namespaces.items() if k in IPS}
     partition.apply(Ledger(tmp_path), "r1", {"n2": {"n1"}}, ns, IPS)

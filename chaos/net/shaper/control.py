@@ -28,8 +28,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from chaos.host.ledger import Entry, Ledger, in_netns, process_start_ticks
-from chaos.host.netns import Netns, address_family, host_rule
+from chaos.host.ledger import Entry, Ledger, process_start_ticks
+from chaos.host.netns import Netns, address_family, host_rule, in_netns
 from chaos.hosts.remote import RemoteHost
 from chaos.net import iptables
 from chaos.net.shaper import remote
