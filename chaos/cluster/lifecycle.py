@@ -246,6 +246,9 @@ def load(run_id: str) -> Cluster:
 
 
 def _remove(client: docker.DockerClient, run_id: str, compose_cmd: list[str], compose_file: Path | None) -> None:
+    from chaos.net.partition import sweep_host
+
+    sweep_host(run_id)  # a bridge chain no ledger holds any more (its run directory deleted): gone with the bridge
     if compose_file is not None and compose_file.is_file():
         try:
             run([*compose_cmd, "-p", project_name(run_id), "-f", str(compose_file), "down", "--timeout", "10",

@@ -19,6 +19,7 @@ ledger, so `splitlab heal` removes both.
 """
 from __future__ import annotations
 
+import shutil
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ from typing import Iterable, Mapping
 from chaos.faults import grudge as grudges
 from chaos.host.ledger import Ledger
 from chaos.host.netns import Netns, host_rule
+from chaos.host.proc import run
 from chaos.net import iptables
 
 Grudge = Mapping[str, set[str] | frozenset[str]]
@@ -95,6 +97,20 @@ def apply(ledger: Ledger, run_id: str, grudge: Grudge, namespaces: Mapping[str, 
     for kind in other:  # a run that changed places (its bridge stopped filtering) keeps one place only
         iptables.remove(ledger, kind, run_id)
     iptables.apply_kinds(ledger, run_id, [(kinds[i], t) for i, t in enumerate(targets)])
+
+
+def sweep_host(run_id: str) -> list[str]:
+    """Remove the run's bridge chains from the host, whatever the ledger says (`splitlab down` runs it after the
+    heal, for a run whose ledger went with its directory); returns the tools that had one. Raises
+    `CommandFailed` when a present chain cannot be removed."""
+    swept = []
+    for kind in (iptables.BRIDGE, iptables.BRIDGE6):
+        chain = kind.name(run_id)
+        if shutil.which(kind.tool) and run([kind.tool, "-w", "-C", kind.hook_into, "-j", chain],
+                                           check=False).returncode == 0:
+            run(kind.restore, input_text=iptables.remove_input(chain, kind.hook_into))
+            swept.append(kind.tool)
+    return swept
 
 
 def heal(ledger: Ledger, run_id: str) -> None:

@@ -75,7 +75,11 @@ def test_one_way_cut_from_the_host_then_heal_then_down_leaves_nothing(splitlab_u
     assert not [r for r in host_iptables() if f"SLB-{run.run_id}" in r]
     for ns in namespaces.values():
         assert f"SL-{run.run_id}" not in ns.exec(["iptables", "-S"]).stdout
+    DockerNet(run).partition({"n3": {"n1"}})  # a cut left applied, whose ledger is then lost: down removes it
+    assert [r for r in host_iptables() if f"SLB-{run.run_id}" in r]
+    (run.run_dir / "ledger.jsonl").unlink()
     cluster.down(run.run_id)
+    assert not [r for r in host_iptables() if f"SLB-{run.run_id}" in r]
     assert labelled(run.run_id) == ([], [])
     for ns in namespaces.values():  # the namespaces went with the containers
         assert not os.path.exists(f"/proc/{ns.pid}/ns/net")
