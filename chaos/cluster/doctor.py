@@ -128,7 +128,11 @@ def check_disk(free_bytes: int, where: Path) -> Check:
 def fault_backends(netem: Check, nfqueue: Check) -> dict[str, str]:
     """Which backend serves each fault on this machine."""
     link = "netem" if netem.ok else ("nfqueue (userspace shaper, seeded)" if nfqueue.ok else "none")
-    return {"partition": "iptables (chain SL-<run> in INPUT)",
+    from chaos.net.partition import bridges_filter
+
+    on_bridge = "iptables on the run's data bridge (chain SLB-<run> in the host's FORWARD, one commit for every " \
+                "node); on several hosts, in each node's namespace (SL-<run> in INPUT)"
+    return {"partition": on_bridge if bridges_filter() else "iptables (chain SL-<run> in each node's INPUT)",
             "delay/jitter (correlation, distribution), duplication, reordering, corruption, rate": link,
             "loss": link if link != "none" else "iptables statistic (kernel RNG, not seeded)",
             "protocol-aware faults": "nfqueue + scapy" if nfqueue.ok else "none",

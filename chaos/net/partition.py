@@ -53,12 +53,16 @@ def data_bridge(bridge_name: str | None, ipv6: bool) -> DataBridge | None:
         socket.if_nametoindex(bridge_name or "")  # asks this namespace (/sys/class/net shows the mounter's)
     except OSError:
         return None
+    return DataBridge(bridge_name, Netns("host", None)) if bridges_filter(ipv6) else None
+
+
+def bridges_filter(ipv6: bool = False) -> bool:
+    """Whether bridges pass their frames through iptables here (and ip6tables, with `ipv6`): br_netfilter's
+    `bridge-nf-call-iptables`, which Docker turns on."""
     try:
-        if any(BRIDGE_FILTERING[f].read_text().strip() != "1" for f in ((4, 6) if ipv6 else (4,))):
-            return None
+        return all(BRIDGE_FILTERING[f].read_text().strip() == "1" for f in ((4, 6) if ipv6 else (4,)))
     except OSError:  # no br_netfilter: no /proc/sys/net/bridge
-        return None
-    return DataBridge(bridge_name, Netns("host", None))
+        return False
 
 
 def bridge_rules(grudge: Grudge, ips: Mapping[str, str], bridge: str) -> list[str]:

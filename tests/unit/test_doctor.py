@@ -94,3 +94,15 @@ def test_no_nfqueue_and_no_netem_leaves_only_iptables_loss():
     backends = doctor.fault_backends(checks["sch_netem (tc netem)"], checks["NFQUEUE"])
     assert backends["delay/jitter (correlation, distribution), duplication, reordering, corruption, rate"] == "none"
     assert backends["loss"].startswith("iptables statistic")
+
+
+def test_partitions_go_to_the_data_bridge_where_bridges_filter(monkeypatch, tmp_path):
+    from chaos.net import partition
+
+    monkeypatch.setattr(partition, "BRIDGE_FILTERING", {4: tmp_path / "v4", 6: tmp_path / "v6"})
+    checks = by_name(checks_for(HEALTHY))
+    netem, nfqueue = checks["sch_netem (tc netem)"], checks["NFQUEUE"]
+    assert doctor.fault_backends(netem, nfqueue)["partition"] == "iptables (chain SL-<run> in each node's INPUT)"
+    (tmp_path / "v4").write_text("1\n")
+    assert "chain SLB-<run> in the host's FORWARD" in doctor.fault_backends(netem, nfqueue)["partition"]
+    assert partition.bridges_filter() and not partition.bridges_filter(ipv6=True)  # v6: no file, no filter
