@@ -19,13 +19,14 @@ import signal
 import sys
 from pathlib import Path
 
+from chaos.net.shaper import ipudp
 from chaos.wire import inject
 from chaos.wire.capture import Capture
 from chaos.wire.probe import Endpoint
 from node.errors import SplitlabError, UsageError
 
 FRAME_HEADER_BYTES = 4
-MAX_PACKET_BYTES = 40 + 65535  # an IPv6 packet: its fixed header and the most its payload length can say
+MAX_PACKET_BYTES = ipudp.MAX_IPV6_BYTES  # the larger family's most; `inject.send` holds each to its own
 
 
 def frame(packets: list[bytes]) -> bytes:

@@ -280,6 +280,13 @@ def test_a_large_ipv6_datagram_leaves_as_fragments_that_scapy_reassembles():
     assert all(len(p) <= 1280 for p in inject.fragment(pkt, 1280))  # the IPv6 minimum MTU: the EMSGSIZE fallback
     small = inject.packet(A6, B6, b"x")
     assert inject.fragment(small) == [small]
+    largest = inject.packet(A6, B6, bytes(65535 - 8))  # the most a payload length can say
+    assert len(largest) == ipudp.MAX_IPV6_BYTES and ipudp.parse(largest) is not None
+    assert ipudp.parse(largest + b"\0") is None  # more than the header can say
+    with pytest.raises(UsageError, match="carries at most 65527 bytes, not 65528"):
+        inject.packet(A6, B6, bytes(65528))
+    with pytest.raises(UsageError, match="carries at most 65507 bytes"):
+        inject.packet("10.0.0.1", "10.0.0.2", bytes(65508))
 
 
 def test_replay_groups_ipv6_packets_by_their_sender_and_refuses_strangers():

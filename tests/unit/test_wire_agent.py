@@ -44,6 +44,8 @@ def test_a_cut_or_lying_frame_is_a_usage_error_naming_where(data, says):
     (agent.frame([PKT])[:-1], "inside a packet"),
     (agent.frame([PKT, b"\x45not-a-packet"]), "packet 1 is not UDP from 10.77.0.2"),
     (agent.frame([ipudp.build("10.77.0.9", "10.77.0.3", 7100, 7100, b"spoofed")]), "packet 0 is not"),
+    # longer than an IPv4 total length can say (its fragment offsets would overflow): not an IPv4 packet
+    (agent.frame([PKT + bytes(ipudp.MAX_IPV4_BYTES + 1 - len(PKT))]), "packet 0 is not UDP from 10.77.0.2"),
 ])
 def test_the_agent_refuses_bad_input_with_status_2_before_sending(stdin, says):
     proc = subprocess.run([sys.executable, "-m", "chaos.wire.agent", "send", "--ip", "10.77.0.2"], input=stdin,

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 UDP_PROTO = 17
 IPV6_HEADER_BYTES = 40
+MAX_IPV4_BYTES = 65535  # what an IPv4 total length can say
+MAX_IPV6_BYTES = IPV6_HEADER_BYTES + 65535  # the fixed header and what a payload length can say (no jumbograms)
 
 
 @dataclass(frozen=True)
@@ -37,10 +39,10 @@ class UdpPacket:
 
 def parse(raw: bytes) -> UdpPacket | None:
     """The UDP view of an IPv4 or IPv6 packet, or None for anything else (other protocols, fragments, extension
-    headers, truncation)."""
+    headers, truncation, more bytes than the IP header can say)."""
     if raw and raw[0] >> 4 == 6:
         return _parse6(raw)
-    if len(raw) < 28 or raw[0] >> 4 != 4 or raw[9] != UDP_PROTO:
+    if not 28 <= len(raw) <= MAX_IPV4_BYTES or raw[0] >> 4 != 4 or raw[9] != UDP_PROTO:
         return None
     ihl = (raw[0] & 0x0F) * 4
     flags_frag = struct.unpack_from("!H", raw, 6)[0]
@@ -52,7 +54,7 @@ def parse(raw: bytes) -> UdpPacket | None:
 
 
 def _parse6(raw: bytes) -> UdpPacket | None:
-    if len(raw) < IPV6_HEADER_BYTES + 8 or raw[6] != UDP_PROTO:
+    if not IPV6_HEADER_BYTES + 8 <= len(raw) <= MAX_IPV6_BYTES or raw[6] != UDP_PROTO:
         return None
     sport, dport, length = struct.unpack_from("!HHH", raw, IPV6_HEADER_BYTES)
     payload = raw[IPV6_HEADER_BYTES + 8:IPV6_HEADER_BYTES + length] if length >= 8 else b""
