@@ -88,6 +88,7 @@ PARTITION = ChainKind("SL", "INPUT", "partition", "partition")
 PARTITION6 = PARTITION.v6()
 STATLOSS = ChainKind("SLL", "OUTPUT", "statloss", "statloss", "statistic loss")
 QUEUE = ChainKind("SLQ", "OUTPUT", "shaper", "shaper-chain", "NFQUEUE to the shaper")
+QUEUE6 = QUEUE.v6()
 BRIDGE = ChainKind("SLB", "FORWARD", "partition", "partition-bridge", "cuts on the data bridge")
 BRIDGE6 = BRIDGE.v6()
 

@@ -163,7 +163,7 @@ def test_probes_use_the_family_the_nodes_talk_over():
     assert address_family(IP6S["n1"]) == socket.AF_INET6 and address_family("10.0.0.1") == socket.AF_INET
 
 
-def test_an_ipv6_run_injects_and_captures_on_the_addresses_its_nodes_talk_over():
+def test_wire_ip_is_the_address_the_nodes_talk_over():
     four, six = _cluster(False), _cluster(True)
     assert [n.wire_ip for n in four.nodes] == list(IPS.values())
     assert [n.wire_ip for n in six.nodes] == list(IP6S.values())
@@ -241,7 +241,7 @@ def test_the_queue_chain_of_an_ipv6_run_is_built_by_ip6tables_for_the_ipv6_desti
     assert control.queue_rules(spec) == ["-m mark --mark 0x5e1 -j RETURN"]  # nothing IPv4 to queue
     ipv4_spec = ShaperSpec("r1", "n1", seed=1, links={"10.0.0.2": LinkFault(delay_ms=5)})
     assert control.queue_rules(ipv4_spec, 6) == []  # an IPv4 run gets no ip6tables chain at all
-    assert control.QUEUE6.tool == "ip6tables" and control.QUEUE6.group == control.GROUP
+    assert iptables.QUEUE6.tool == "ip6tables" and iptables.QUEUE6.group == control.GROUP
 
 
 def test_an_ipv6_run_takes_no_backend_that_matches_ipv4_only():

@@ -9,8 +9,9 @@ from the queue (a packet the kernel holds stays charged to the sender's socket b
 sending to everyone once a few hundred were held); they go out the same way when the jam is lifted. One thread,
 one selector: the queue socket, a signal wake-up pipe and the heap's next due time. SIGHUP reloads the spec
 (held packets stay scheduled); SIGTERM/SIGINT releases every held and jammed packet at once and exits. It
-prints `ready <pid>` on stdout once bound, writes `<spec>.gen` with the generation it runs and `<spec>.stats` (counters, JSON; extra packets not sent, by reason,
-in `extra_send_failed`) at most once a second and when it ends.
+prints `ready <pid>` on stdout once bound, writes `<spec>.gen` with the generation it runs and `<spec>.stats`
+(counters, JSON; extra packets not sent, by reason, in `extra_send_failed`; `jam_lift`, what the jams lifted
+last did) at most once a second and when it ends.
 
 It stands in for a kernel qdisc, which releases packets from softirq context ahead of every process, so it asks
 for the lowest real-time priority (SCHED_FIFO 1): a busy machine then does not stretch its delays. Where that is

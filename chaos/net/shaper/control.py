@@ -8,7 +8,7 @@ queue with `--queue-bypass`, so traffic flows unshaped rather than stopping if t
 traffic goes to other addresses and is never queued.
 
 On an IPv6 run (`splitlab up --ipv6`) the destinations are IPv6 addresses: the same chain is built with
-ip6tables (`iptables.QUEUE.v6()`, one more ledger entry of the group) and the IPv4 chain holds the bypass rule
+ip6tables (`iptables.QUEUE6`, one more ledger entry of the group) and the IPv4 chain holds the bypass rule
 alone; both are filled in one armed release.
 
 A node on another host (a multi-host run) gets the same process in a container there (`chaos.net.shaper.remote`);
@@ -39,9 +39,6 @@ from node.errors import EnvironmentProblem
 GROUP = iptables.QUEUE.group
 START_TIMEOUT_S = 10.0
 RELOAD_TIMEOUT_S = 5.0
-
-
-QUEUE6 = iptables.QUEUE.v6()
 
 
 def queue_rules(spec: ShaperSpec, family: int = 4) -> list[str]:
@@ -169,7 +166,7 @@ def ensure(ledger: Ledger, ns: Netns, spec: ShaperSpec) -> None:
         spec.write(path)
         _reload(entry, path, spec.generation)
     iptables.apply_kinds(ledger, spec.run_id, [(iptables.QUEUE, [(ns, queue_rules(spec))]),
-                                               (QUEUE6, [(ns, queue_rules(spec, 6))])])
+                                               (iptables.QUEUE6, [(ns, queue_rules(spec, 6))])])
 
 
 def stop(ledger: Ledger, node: str | None = None) -> int:
