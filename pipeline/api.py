@@ -10,6 +10,7 @@ must return a context manager that wraps the step.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from concurrent.futures import ThreadPoolExecutor
 from collections import Counter
@@ -25,10 +26,10 @@ from pipeline.params import resolve
 from pipeline.reader import HistoryStats, read_history
 from pipeline.rundir import RunFiles, locate
 from pipeline.sequence import DiagramOptions
-from pipeline.session import analysis_session, resolve_master, spark_session
+from pipeline.session import BYTES_PER_PARTITION, analysis_session, resolve_master, spark_session
 from pipeline.summary import Summary
 from pipeline.tables import Tables
-from pipeline.timeline import bucket_seconds, plot_data
+from pipeline.timeline import PlotData, bucket_seconds, plot_data
 
 StepReporter = Callable[[str], ContextManager[None]]
 SUMMARY_FILE = "summary.json"
@@ -98,7 +99,8 @@ def analyze(run_dir: Path | str, master: str | None = None, params: Mapping[str,
     run = locate(run_dir)
     resolved = resolve(CHECKS, params)
     with step("starting Spark"):
-        session = analysis_session(spark or spark_session(master), run.size_bytes)
+        session = analysis_session(spark or spark_session(master, short_lived=run.size_bytes <= BYTES_PER_PARTITION),
+                                   run.size_bytes)
     with step("reading history"):
         read = read_history(session, run)
     history = read.stats
@@ -113,8 +115,10 @@ def analyze(run_dir: Path | str, master: str | None = None, params: Mapping[str,
             pending = {c.name: pool.submit(run_check, c, ctx, resolved[c.name]) for c in CHECKS}
             bucket_s = bucket_seconds(_duration_s(history) or 0.0)
             written = write_tables(tables, report_dir, bucket_s, pool) if report else None
+            plotted = pool.submit(plot_data, tables) if report else None
             results = {name: future.result() for name, future in pending.items()}
             tables_written = written() if written is not None else None
+            drawn = plotted.result() if plotted is not None else None
         with step("counting"):
             counts = _counts(tables, history, results)
         summary = Summary(
@@ -128,9 +132,9 @@ def analyze(run_dir: Path | str, master: str | None = None, params: Mapping[str,
             summary.outputs["tables"] = tables_written
         summary.analysis["elapsed_s"] = time.monotonic() - started
         summary.write(report_dir / SUMMARY_FILE)
-        if report:
+        if drawn is not None:
             with step("drawing report"):
-                _write_report(tables, summary, run, diagram or DiagramOptions())
+                _write_report(tables, summary, run, diagram or DiagramOptions(), drawn)
     finally:
         tables.release()
     return summary
@@ -152,15 +156,19 @@ def _served(run_dir: Path | str, master: str | None, params: Mapping[str, Mappin
     return Summary.from_dict(result)
 
 
-def _write_report(tables: Tables, summary: Summary, run: RunFiles, options: DiagramOptions) -> None:
+def _write_report(tables: Tables, summary: Summary, run: RunFiles, options: DiagramOptions, data: PlotData) -> None:
+    """report.html: the plots of `data` (with the checks' pairs and latency percentiles) are drawn while the
+    message sequence diagram's events are read in another thread."""
     from pipeline import plots  # matplotlib loads only when a report is drawn
     from pipeline.sequence_source import diagram
 
     delivery = summary.checks.get("delivery")
     latency = summary.checks.get("latency")
-    pairs = delivery.details.get("pairs", []) if delivery is not None else []
-    percentiles = latency.details.get("latency", {}).get("all", {}) if latency is not None else {}
-    data = plot_data(tables, pairs, percentiles)
+    data = dataclasses.replace(
+        data, pairs=delivery.details.get("pairs", []) if delivery is not None else [],
+        latency_percentiles=latency.details.get("latency", {}).get("all", {}) if latency is not None else {})
     details = {name: result.details for name, result in summary.checks.items()}
-    html_report.write(run.report_dir / REPORT_FILE, summary, plots.all_plots(data),
-                      diagram(tables, run.run_dir, details, options))
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="diagram") as pool:
+        drawn = pool.submit(diagram, tables, run.run_dir, details, options)
+        images = plots.all_plots(data)
+        html_report.write(run.report_dir / REPORT_FILE, summary, images, drawn.result())

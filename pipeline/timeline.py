@@ -75,13 +75,13 @@ def latency_histogram(tables: Tables, bins: int = HISTOGRAM_BINS) -> list[tuple[
     return [(low + i * width, float(counts.get(i, 0))) for i in range(bins)]
 
 
-def plot_data(tables: Tables, pairs: list[dict[str, Any]], percentiles: dict[str, Any]) -> PlotData:
-    """Collect everything the report draws."""
+def plot_data(tables: Tables) -> PlotData:
+    """Collect everything the report draws from the tables (the checks' `pairs` and `latency_percentiles` are
+    the caller's to add); the analysis runs this beside the checks."""
     duration_s = max(tables.last_ts - tables.first_ts, 0.0)
     bucket_s = bucket_seconds(duration_s)
     data = PlotData(t0_ts=tables.first_ts, bucket_s=bucket_s, nodes=list(tables.nodes),
-                    faults=list(tables.fault_periods), heals_ts=list(tables.heal_times), pairs=pairs,
-                    latency_percentiles=percentiles)
+                    faults=list(tables.fault_periods), heals_ts=list(tables.heal_times))
     n_buckets = int(duration_s // bucket_s) + 1
     dense: dict[str, dict[str, list[float]]] = {"deliveries": {}, "xmit_requests": {}, "resent": {}}
     for row in timeline(tables, bucket_s).collect():

@@ -41,7 +41,7 @@ def check(ctx: CheckContext, params: dict[str, Any]) -> Verdict:
         .groupBy("fate", "reason").agg(F.count(F.lit(1)).alias("n")).collect()}
     first = ctx.tables.first_deliveries
     unexpected = (first.filter(F.col("receiver") != F.col("sender"))
-                  .join(ctx.tables.expected.select("msg_id", "receiver"), ["msg_id", "receiver"], "left_anti"))
+                  .join(ctx.tables.delivery_facts.select("msg_id", "receiver"), ["msg_id", "receiver"], "left_anti"))
     strays = (unexpected.join(ctx.tables.sends.select("msg_id", F.lit(True).alias("was_sent")), "msg_id", "left")
               .agg(F.count(F.lit(1)).alias("unexpected"),
                    F.sum(F.col("was_sent").isNull().cast("long")).alias("unsent")).collect()[0])

@@ -1,0 +1,124 @@
+"""The JVM options of a short-lived analysis: C1 only, serial GC, and a class-data-sharing archive of Spark's classes.
+
+A cold `splitlab analyze` of a small history is mostly a JVM warming up: loading and verifying some 20,000
+classes of Spark's jars, and compiling hot code with C2 on the same two cores the analysis needs. Such a JVM
+runs with `-XX:TieredStopAtLevel=1 -XX:+UseSerialGC` (C1's code is plenty for seconds of work) and maps a
+class-data-sharing archive (JDK 17's dynamic CDS: `-XX:SharedArchiveFile`) of the classes an analysis loads.
+
+The archive is made by the first short-lived analysis on the machine: its JVM records the classes it loaded
+(`-XX:ArchiveClassesAtExit`) into a file of its own; when the analysing process exits, it lets its JVM exit,
+waits for it (up to `RECORD_TIMEOUT_S`) and moves the file into place, so no other JVM ever maps a half-written
+archive. The archive's name holds a digest of the Java runtime and of pyspark's jars (another Java or pyspark
+gets an archive of its own) and its size (a JVM crashes on a truncated archive; one of another size is
+removed). The JVM's own log goes to stderr at error level only: it would otherwise print
+CDS warnings (classes it cannot archive, an archive it cannot use) on the analysis's stdout. Removing the
+cache directory is always safe.
+"""
+from __future__ import annotations
+
+import atexit
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+CACHE_ENV = "SPLITLAB_JVM_CACHE"
+RECORD_TIMEOUT_S = 60.0
+SHORT_LIVED_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xlog:disable", "-Xlog:all=error:stderr")
+
+
+def cache_dir() -> Path:
+    """`$SPLITLAB_JVM_CACHE`, else `$XDG_CACHE_HOME/splitlab/jvm`, else `~/.cache/splitlab/jvm`."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "splitlab" / "jvm"
+
+
+def _runtime_digest() -> str:
+    """A digest of what the archive depends on: the java binary Spark's launcher runs (`$JAVA_HOME/bin/java`,
+    else the one on PATH) and pyspark's jars."""
+    import pyspark
+
+    java_home = os.environ.get("JAVA_HOME")
+    java = shutil.which("java", path=str(Path(java_home, "bin")) if java_home else None)
+    parts = []
+    if java is not None:
+        real = Path(java).resolve()
+        parts += [str(real), str(real.stat().st_mtime_ns)]
+    parts += sorted(p.name for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar"))
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def _archive() -> Path | None:
+    """This runtime's archive if there is a whole one: its name holds its size (`spark-<digest>.<bytes>.jsa`), as
+    a JVM crashes on a truncated archive; one of another size is removed."""
+    for path in cache_dir().glob(f"spark-{_runtime_digest()}.*.jsa"):
+        size = path.name.split(".")[1]
+        try:
+            if size.isdigit() and path.stat().st_size == int(size):
+                return path
+            path.unlink()
+        except OSError:
+            continue
+    return None
+
+
+def java_options() -> list[str]:
+    """The driver JVM options of a short-lived analysis. Maps the archive when there is one; otherwise records
+    one and arranges (at this process's exit) to wait for the JVM and move the archive into place."""
+    archive = _archive()
+    if archive is not None:
+        return [*SHORT_LIVED_OPTIONS, f"-XX:SharedArchiveFile={archive}"]
+    try:
+        cache_dir().mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return list(SHORT_LIVED_OPTIONS)  # no writable cache: run without an archive
+    _sweep_recordings()
+    recording = cache_dir() / f"spark-{_runtime_digest()}.{os.getpid()}.recording"
+    atexit.register(_keep_recording, recording)
+    return [*SHORT_LIVED_OPTIONS, f"-XX:ArchiveClassesAtExit={recording}"]
+
+
+def _sweep_recordings() -> None:
+    """Remove what killed processes left: a recording whose process is gone, untouched for `RECORD_TIMEOUT_S`
+    (its JVM, left alone, wrote it when its stdin closed and nobody moved it into place)."""
+    for path in cache_dir().glob("*.recording"):
+        pid = path.name.split(".")[1]
+        try:
+            if pid.isdigit() and not Path(f"/proc/{pid}").exists() \
+                    and time.time() - path.stat().st_mtime > RECORD_TIMEOUT_S:
+                path.unlink()
+        except OSError:
+            continue
+
+
+def _keep_recording(recording: Path) -> None:
+    """At exit: let this process's JVM end and keep what it recorded (`finish`)."""
+    from pyspark import SparkContext
+
+    proc = getattr(SparkContext._gateway, "proc", None)
+    finish(recording, proc if isinstance(proc, subprocess.Popen) else None)
+
+
+def finish(recording: Path, jvm: subprocess.Popen | None) -> None:
+    """End `jvm` (it leaves when its stdin closes), wait for it to write `recording`, and make that the archive
+    if the JVM exited cleanly; a recording with no JVM, of a failed JVM or a late one is removed."""
+    clean = False
+    if jvm is not None and jvm.stdin is not None:
+        try:
+            jvm.stdin.close()
+            clean = jvm.wait(timeout=RECORD_TIMEOUT_S) == 0
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            print(f"splitlab: the JVM's class archive was not kept: {exc}", file=sys.stderr)
+    try:
+        if clean and recording.is_file() and recording.stat().st_size:
+            os.replace(recording, recording.with_name(
+                f"{recording.name.split('.')[0]}.{recording.stat().st_size}.jsa"))
+        else:
+            recording.unlink(missing_ok=True)
+    except OSError as exc:
+        print(f"splitlab: the JVM's class archive was not kept: {exc}", file=sys.stderr)
