@@ -17,7 +17,6 @@ from pipeline import jvm_archive
 
 ROOT = Path(__file__).resolve().parents[2]
 _START = """
-from pyspark.sql import SparkSession
 from pipeline.session import spark_session
 spark = spark_session("local[1]", short_lived=True)
 print(spark.sparkContext.getConf().get("spark.driver.extraJavaOptions"))

@@ -1,0 +1,30 @@
+"""The analysis session's JVM-side settings that only show as time: generated classes kept, gateway names pinned."""
+from __future__ import annotations
+
+import pytest
+from py4j.java_gateway import JVMView
+from pyspark.sql import functions as F
+
+from pipeline.session import CODEGEN_CACHE_ENTRIES
+from tests.unit.pipeline_fixtures import shared_spark
+
+
+def test_function_calls_do_not_ask_the_gateway_to_resolve_a_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    spark = shared_spark()
+    asked: list[str] = []
+    resolve = JVMView.__getattr__
+
+    def counting(view: JVMView, name: str):
+        asked.append(name)
+        return resolve(view, name)
+
+    monkeypatch.setattr(JVMView, "__getattr__", counting)
+    condition = (F.col("a") == F.lit(1)) & F.col("b").isin("x", "y")
+    rows = spark.createDataFrame([(1, "x"), (2, "x"), (1, "z")], "a int, b string").filter(condition).collect()
+    assert [tuple(r) for r in rows] == [(1, "x")]
+    assert "functions" not in asked and "PythonUtils" not in asked, asked
+
+
+def test_the_jvm_keeps_more_generated_classes_than_an_analysis_compiles() -> None:
+    spark = shared_spark()
+    assert int(spark.conf.get("spark.sql.codegen.cache.maxEntries")) == CODEGEN_CACHE_ENTRIES >= 1000
