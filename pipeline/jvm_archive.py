@@ -40,7 +40,8 @@ def cache_dir() -> Path:
 
 def _runtime_digest() -> str:
     """A digest of what the archive depends on: the java binary Spark's launcher runs (`$JAVA_HOME/bin/java`,
-    else the one on PATH) and pyspark's jars."""
+    else the one on PATH) and pyspark's jars, by path (a JVM maps an archive only for the class path it was
+    recorded with: another virtualenv's pyspark gets an archive of its own)."""
     import pyspark
 
     java_home = os.environ.get("JAVA_HOME")
@@ -49,7 +50,7 @@ def _runtime_digest() -> str:
     if java is not None:
         real = Path(java).resolve()
         parts += [str(real), str(real.stat().st_mtime_ns)]
-    parts += sorted(p.name for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar"))
+    parts += sorted(str(p) for p in (Path(pyspark.__file__).resolve().parent / "jars").glob("*.jar"))
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
