@@ -1,8 +1,7 @@
 """The chaos controller: partition apply and heal time for 3, 5 and 10 nodes (target <= 50 ms for 5) and the
 skew of the cut and of the heal across the nodes (goal <= 1 ms), read from probe traffic, next to the spine's
-original per-node commands; the
-NFQUEUE shaper's (and, where the kernel has it, netem's) throughput and delay error at 10 ms next to unshaped
-traffic; all measured in the same run on the same containers."""
+original per-node commands; the NFQUEUE shaper's (and, where the kernel has it, netem's) throughput and delay
+error at 10 ms next to unshaped traffic; all measured in the same run on the same containers."""
 from __future__ import annotations
 
 import statistics

@@ -118,7 +118,6 @@ def analyze(run_dir: Path | str, master: str | None = None, params: Mapping[str,
             plotted = pool.submit(plot_data, tables) if report else None
             results = {name: future.result() for name, future in pending.items()}
             tables_written = written() if written is not None else None
-            drawn = plotted.result() if plotted is not None else None
         with step("counting"):
             counts = _counts(tables, history, results)
         summary = Summary(
@@ -132,9 +131,9 @@ def analyze(run_dir: Path | str, master: str | None = None, params: Mapping[str,
             summary.outputs["tables"] = tables_written
         summary.analysis["elapsed_s"] = time.monotonic() - started
         summary.write(report_dir / SUMMARY_FILE)
-        if drawn is not None:
+        if plotted is not None:
             with step("drawing report"):
-                _write_report(tables, summary, run, diagram or DiagramOptions(), drawn)
+                _write_report(tables, summary, run, diagram or DiagramOptions(), plotted.result())
     finally:
         tables.release()
     return summary

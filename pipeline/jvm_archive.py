@@ -54,10 +54,10 @@ def _runtime_digest() -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
-def _archive() -> Path | None:
+def _archive(digest: str) -> Path | None:
     """This runtime's archive if there is a whole one: its name holds its size (`spark-<digest>.<bytes>.jsa`), as
     a JVM crashes on a truncated archive; one of another size is removed."""
-    for path in cache_dir().glob(f"spark-{_runtime_digest()}.*.jsa"):
+    for path in cache_dir().glob(f"spark-{digest}.*.jsa"):
         size = path.name.split(".")[1]
         try:
             if size.isdigit() and path.stat().st_size == int(size):
@@ -71,7 +71,8 @@ def _archive() -> Path | None:
 def java_options() -> list[str]:
     """The driver JVM options of a short-lived analysis. Maps the archive when there is one; otherwise records
     one and arranges (at this process's exit) to wait for the JVM and move the archive into place."""
-    archive = _archive()
+    digest = _runtime_digest()
+    archive = _archive(digest)
     if archive is not None:
         return [*SHORT_LIVED_OPTIONS, f"-XX:SharedArchiveFile={archive}"]
     try:
@@ -79,7 +80,7 @@ def java_options() -> list[str]:
     except OSError:
         return list(SHORT_LIVED_OPTIONS)  # no writable cache: run without an archive
     _sweep_recordings()
-    recording = cache_dir() / f"spark-{_runtime_digest()}.{os.getpid()}.recording"
+    recording = cache_dir() / f"spark-{digest}.{os.getpid()}.recording"
     atexit.register(_keep_recording, recording)
     return [*SHORT_LIVED_OPTIONS, f"-XX:ArchiveClassesAtExit={recording}"]
 

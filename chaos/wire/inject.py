@@ -201,7 +201,7 @@ def copies(pkt: bytes, count: int) -> list[bytes]:
 def packet(src_ip: str, dst_ip: str, payload: bytes, sport: int = wire.DATA_PORT, dport: int = wire.DATA_PORT) -> bytes:
     """The UDP packet (IPv4, or IPv6 for IPv6 addresses) carrying `payload` from `src_ip`:`sport` to
     `dst_ip`:`dport`. Raises `UsageError` for a payload larger than one UDP datagram of that family."""
-    most = ipudp.MAX_IPV6_BYTES - 48 if ":" in src_ip else ipudp.MAX_IPV4_BYTES - 28
+    most = (ipudp.MAX_IPV6_BYTES - ipudp.IPV6_HEADER_BYTES if ":" in src_ip else ipudp.MAX_IPV4_BYTES - 20) - 8
     if len(payload) > most:
         raise UsageError(f"a UDP datagram {src_ip} -> {dst_ip} carries at most {most} bytes, not {len(payload)}")
     return ipudp.build(src_ip, dst_ip, sport, dport, payload)
