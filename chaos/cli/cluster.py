@@ -82,7 +82,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     def present() -> dict[str, bool]:
         return {s.tag: s.present for s in images.status()}
 
-    checks = doctor.run_checks(doctor.system_probe, present, Path.cwd(), doctor.nfqueue_binding_error())
+    checks = doctor.run_checks(doctor.system_probe, present, Path.cwd())
     table = Table(title="splitlab doctor")
     for col in ("capability", "status", "detail", "hint"):
         table.add_column(col)

@@ -88,25 +88,13 @@ def check_netem(probe: Probe) -> Check:
                  "not needed: the NFQUEUE shaper serves every link fault", required=False)
 
 
-def check_nfqueue(probe: Probe, binding_error: str | None = None) -> Check:
-    """The kernel's NFQUEUE target and the shaper's Python binding (`binding_error`: why it cannot import)."""
+def check_nfqueue(probe: Probe) -> Check:
+    """The kernel's NFQUEUE target (the shaper speaks its netlink protocol itself: chaos.net.shaper.nfq)."""
     rc, out = probe(["unshare", "--net", "iptables", "-w", "-A", "OUTPUT", "-p", "udp", "-j", "NFQUEUE",
                      "--queue-num", "7", "--queue-bypass"])
     if rc != 0:
         return Check("NFQUEUE", False, first_line(out), "the kernel needs nfnetlink_queue / xt_NFQUEUE")
-    if binding_error:
-        return Check("NFQUEUE", False, f"the kernel has NFQUEUE, but {binding_error}",
-                     "pip install NetfilterQueue (needs libnetfilter-queue-dev and a C compiler)")
     return Check("NFQUEUE", True, "userspace shaper and protocol-aware faults available")
-
-
-def nfqueue_binding_error() -> str | None:
-    """Why the shaper's NFQUEUE binding cannot be imported, or None when it can."""
-    try:
-        import netfilterqueue  # noqa: F401
-    except ImportError as exc:
-        return str(exc)
-    return None
 
 
 def check_java(probe: Probe) -> Check:
@@ -143,8 +131,7 @@ def can_run(checks: list[Check]) -> bool:
     return all(c.ok for c in checks if c.required)
 
 
-def run_checks(probe: Probe, images_present: Callable[[], dict[str, bool]], disk_path: Path,
-               binding_error: str | None = None) -> list[Check]:
+def run_checks(probe: Probe, images_present: Callable[[], dict[str, bool]], disk_path: Path) -> list[Check]:
     """Every check in order; image status is asked only when Docker answers."""
     docker_check = check_docker(probe)
     checks = [docker_check, check_compose(probe)]
@@ -152,7 +139,7 @@ def run_checks(probe: Probe, images_present: Callable[[], dict[str, bool]], disk
         checks.append(check_images(images_present()))
     else:
         checks.append(Check("images built", False, "Docker not reachable", "start Docker, then make images"))
-    checks += [check_iptables_netns(probe), check_netem(probe), check_nfqueue(probe, binding_error), check_java(probe)]
+    checks += [check_iptables_netns(probe), check_netem(probe), check_nfqueue(probe), check_java(probe)]
     path = disk_path if disk_path.exists() else Path("/")
     checks.append(check_disk(shutil.disk_usage(path).free, path))
     return checks

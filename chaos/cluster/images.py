@@ -8,10 +8,8 @@
   Tagged `splitlab-node:<hash>` and `splitlab-node:latest`.
 
 - Shaper agent image (`images/agent/`): the node image plus the NFQUEUE shaper (`chaos.net.shaper` and what it
-  imports, `AGENT_MODULES`) and NetfilterQueue, compiled in a build stage against Debian's libnetfilter-queue; it
-  runs the shaper inside a node's namespace on another host of a multi-host run (chaos.net.shaper.remote).
-  (NetfilterQueue publishes no wheels: its source comes from PyPI through the controller's pip, and a build
-  stage compiles it against Debian's libnetfilter-queue and Python, the image's own.)
+  imports, `AGENT_MODULES`) and scapy (a pure-Python wheel, fetched by the controller's pip); it runs the shaper
+  inside a node's namespace on another host of a multi-host run (chaos.net.shaper.remote).
   Tagged `splitlab-agent:<hash>`; built on demand by `up --inventory`.
 - Test-bed host image (`images/hostbed/`): the base plus Debian's docker.io and openssh-server, for the multi-host
   test bed (`chaos.hosts.bed`); built on demand, tagged `splitlab-hostbed:<hash>`.
@@ -262,9 +260,8 @@ def _agent_files(repo: Path) -> list[Path]:
     return files
 
 
-# The agent's Python packages, at the controller's releases: NetfilterQueue publishes no wheels (its source is
-# compiled in the image's build stage), scapy is pure Python (a wheel).
-AGENT_PACKAGES = {"NetfilterQueue": "--no-binary=:all:", "scapy": "--only-binary=:all:"}
+# The agent's Python packages, at the controller's releases: pure-Python wheels, unpacked by the image's build.
+AGENT_PACKAGES = {"scapy": "--only-binary=:all:"}
 
 
 def agent_package_versions() -> dict[str, str]:
@@ -275,7 +272,7 @@ def agent_package_versions() -> dict[str, str]:
         return {name: version(name) for name in AGENT_PACKAGES}
     except PackageNotFoundError as exc:
         raise EnvironmentProblem(f"{exc.name} is not installed in the controller's environment",
-                                 hint="make test installs it (NetfilterQueue needs libnetfilter-queue-dev)") from None
+                                 hint="make test installs it") from None
 
 
 def agent_tag(repo: Path = REPO) -> str:
@@ -305,13 +302,13 @@ def _agent_dists(repo: Path, log: Log) -> Path:
 
 def build_agent(log: Log, repo: Path = REPO) -> str:
     """Build the shaper agent image unless it exists; returns its tag. Needs the node image. Its packages are
-    fetched here (`_agent_dists`); its build stage installs Debian packages: the Debian mirror must be reachable
-    from containers."""
+    fetched here (`_agent_dists`); its build installs a Debian package: the Debian mirror must be reachable from
+    containers."""
     tag = agent_tag(repo)
     if image_exists(tag):
         log(f"shaper agent image: {tag} (up to date)")
         return tag
-    node, base = node_image(repo), base_tag(repo)
+    node = node_image(repo)
     if not image_exists(node):
         raise EnvironmentProblem(f"node image {node} is missing", hint="run 'make images'")
     dists = _agent_dists(repo, log)
@@ -323,9 +320,9 @@ def build_agent(log: Log, repo: Path = REPO) -> str:
             (ctx / path.relative_to(repo)).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(path, ctx / path.relative_to(repo))
         log(f"shaper agent image: building {tag} on {node}")
-        run(["docker", "build", "--quiet", "--force-rm", "--build-arg", f"BASE_IMAGE={base}",
-             "--build-arg", f"NODE_IMAGE={node}", "-t", tag, str(ctx)], timeout_s=1800,
-            hint="the build installs Debian packages: the Debian mirror must be reachable from containers")
+        run(["docker", "build", "--quiet", "--force-rm", "--build-arg", f"NODE_IMAGE={node}", "-t", tag, str(ctx)],
+            timeout_s=1800, hint="the build installs a Debian package: the Debian mirror must be reachable from "
+                                 "containers")
     finally:
         shutil.rmtree(ctx, ignore_errors=True)
     log(f"shaper agent image: built {tag}")

@@ -17,7 +17,7 @@ def capabilities() -> dict[str, tuple[bool, str]]:
         from chaos.cluster import doctor
 
         netem_check = doctor.check_netem(doctor.system_probe)
-        nfq_check = doctor.check_nfqueue(doctor.system_probe, doctor.nfqueue_binding_error())
+        nfq_check = doctor.check_nfqueue(doctor.system_probe)
         nfq_ok, nfq_detail = nfq_check.ok, nfq_check.detail
         _caps.update(netem=(netem_check.ok, netem_check.detail), nfqueue=(nfq_ok, nfq_detail),
                      iptables=(True, "iptables statistic (pure loss only, kernel RNG: not seeded)"))

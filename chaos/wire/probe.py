@@ -57,13 +57,20 @@ def percentile(values: list[float], pct: float) -> float:
 
 @dataclass
 class LinkStats:
-    """One probe stream's result; delays in ms, one-way, for the first copy of each probe."""
+    """One probe stream's result; delays in ms, one-way, for the first copy of each probe; `span_s`, from the first
+    probe's send to the last first copy's arrival (0 when none arrived)."""
 
     sent: int
     received: int
     duplicates: int
     reordered: int
     delays_ms: list[float] = field(repr=False, default_factory=list)
+    span_s: float = 0.0
+
+    @property
+    def delivered_pps(self) -> float:
+        """First copies received per second of `span_s`: the rate the link delivered (0 when none arrived)."""
+        return self.received / self.span_s if self.span_s > 0 else 0.0
 
     @property
     def loss_pct(self) -> float:
@@ -114,7 +121,9 @@ def _arrival_s(ancillary: list[tuple[int, int, bytes]]) -> float:
     return time.time()
 
 
-def _drain(sock: socket.socket, stream: int, seen: dict[int, int], arrivals: list[tuple[int, float]]) -> None:
+def _drain(sock: socket.socket, stream: int, seen: dict[int, int], arrivals: list[tuple[int, float, float]]) -> None:
+    """Read every waiting probe of `stream`: count its copies in `seen`, and append (seqno, one-way delay in ms,
+    arrival in unix s) of each first copy to `arrivals`."""
     while True:
         try:
             data, ancillary, _, _ = sock.recvmsg(2048, _ANCILLARY_BYTES)
@@ -128,7 +137,7 @@ def _drain(sock: socket.socket, stream: int, seen: dict[int, int], arrivals: lis
             continue
         seen[seq] = seen.get(seq, 0) + 1
         if seen[seq] == 1:
-            arrivals.append((seq, (now_s - sent_s) * 1000))
+            arrivals.append((seq, (now_s - sent_s) * 1000, now_s))
 
 
 def _send(tx: socket.socket, rx: socket.socket, dst: Endpoint, datagram, drain) -> None:
@@ -156,9 +165,10 @@ def measure(src: Endpoint, dst: Endpoint, count: int = 1000, interval_ms: float 
     rx = udp_socket(dst, PROBE_PORT)
     tx = udp_socket(src, 0)
     seen: dict[int, int] = {}
-    arrivals: list[tuple[int, float]] = []
+    arrivals: list[tuple[int, float, float]] = []
     pad = b"\0" * max(0, size - _FORMAT.size)
     try:
+        first_send_s = time.time()
         start_s = time.monotonic()
         for seq in range(count):
             due_s = start_s + seq * interval_ms / 1000
@@ -177,11 +187,13 @@ def measure(src: Endpoint, dst: Endpoint, count: int = 1000, interval_ms: float 
         tx.close()
     reordered = 0
     highest = -1
-    for seq, _ in arrivals:
+    for seq, _, _ in arrivals:
         if seq < highest:
             reordered += 1
         highest = max(highest, seq)
-    return LinkStats(count, len(seen), sum(n - 1 for n in seen.values()), reordered, [d for _, d in arrivals])
+    span_s = max(at_s for _, _, at_s in arrivals) - first_send_s if arrivals else 0.0
+    return LinkStats(count, len(seen), sum(n - 1 for n in seen.values()), reordered, [d for _, d, _ in arrivals],
+                     span_s)
 
 
 def reachability(endpoints: dict[str, Endpoint], pairs: list[tuple[str, str]], probes: int = 3,

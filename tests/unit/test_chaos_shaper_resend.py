@@ -64,8 +64,8 @@ def test_the_controller_reads_the_counters_and_words_the_failures(tmp_path):
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({"extra_sent": 7, "extra_send_failed": {"ENOBUFS": 2, "EMSGSIZE": 1}}))
     stats = control.read_stats(tmp_path, "n1")
-    assert control.send_failures(stats) == ("3 of 10 extra packets (duplicates, split or held messages) were not "
-                                            "sent: EMSGSIZE x1, ENOBUFS x2")
+    assert control.send_failures(stats) == ("3 of 10 packets the shaper sends itself (delayed, duplicated, split or "
+                                            "held) were not sent: EMSGSIZE x1, ENOBUFS x2")
     assert control.send_failures({"extra_sent": 7, "extra_send_failed": {}}) is None
 
 
@@ -79,7 +79,8 @@ def test_fast_reports_what_the_ended_shaper_could_not_send(tmp_path):
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"extra_sent": 4, "extra_send_failed": {"ENOBUFS": 1}}))
     net.fast()
-    assert "shaper n1: 1 of 5 extra packets (duplicates, split or held messages) were not sent: ENOBUFS x1" in said
+    assert ("shaper n1: 1 of 5 packets the shaper sends itself (delayed, duplicated, split or held) were not sent: "
+            "ENOBUFS x1") in said
     assert Ledger(tmp_path).outstanding() == []
 
 
@@ -120,3 +121,60 @@ def test_in_a_real_namespace_a_copy_above_the_mtu_arrives_whole_where_a_raw_ip_p
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == [f"hdrincl {errno.EMSGSIZE}", "received True ('10.9.0.2', 7101)",
                                         "raw queue empty"]
+
+
+class RecordingRawSocket(RecordingSocket):
+    """An IPPROTO_RAW socket: records whole packets, or fails with `fail_with`."""
+
+    def sendto(self, packet, address):
+        if self.fail_with is not None:
+            raise OSError(self.fail_with, os.strerror(self.fail_with))
+        self.sent.append((packet, address))
+
+
+def test_a_delayed_original_goes_out_whole_and_only_above_the_mtu_as_a_datagram_of_its_own():
+    packet = ipudp.build(A, B, 7101, 7100, b"small")
+    whole, udp = RecordingRawSocket(), RecordingSocket()
+    sender = resend.ExtraSender(udp, None, whole)
+    assert sender.send_whole(packet) and whole.sent == [(packet, (B, 0))] and udp.sent == []
+    whole.fail_with = errno.EMSGSIZE  # above the MTU: the kernel does not fragment an IP_HDRINCL packet
+    assert sender.send_whole(packet) and len(udp.sent) == 1
+    whole.fail_with = errno.EPERM
+    assert not sender.send_whole(packet)
+    assert sender.stats() == {"extra_sent": 2, "extra_send_failed": {"EPERM": 1}}
+    assert resend.ExtraSender(udp).send_whole(packet) and len(udp.sent) == 2  # no IPPROTO_RAW socket: a datagram
+
+
+WHOLE_CHECK = textwrap.dedent("""
+    import socket, struct, subprocess
+    from chaos.net.shaper import ipudp, resend
+    subprocess.run(["ip", "link", "set", "lo", "up", "mtu", "1500"], check=True)
+    for ip in ("10.9.0.2", "10.9.0.3"):
+        subprocess.run(["ip", "addr", "add", ip + "/24", "dev", "lo"], check=True)
+    rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    rx.bind(("10.9.0.3", 7100))
+    rx.settimeout(2)
+    headers = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_UDP)  # sees the IP headers
+    headers.settimeout(2)
+    sender = resend.ExtraSender(resend.open_socket(0x5E1), None, resend.open_whole_socket(0x5E1))
+    for payload in (b"small", bytes(range(256)) * 12):
+        packet = bytearray(ipudp.build("10.9.0.2", "10.9.0.3", 7101, 7100, payload))
+        struct.pack_into("!H", packet, 4, 0x1234)  # the original's IP id and TTL (the kernel redoes the checksum)
+        packet[8] = 17
+        assert sender.send_whole(bytes(packet)), sender.stats()
+        data, addr = rx.recvfrom(65535)
+        header = headers.recv(65535)
+        ip_id, ttl = struct.unpack_from("!H", header, 4)[0], header[8]
+        print(len(payload), data == payload, addr, "id kept" if ip_id == 0x1234 else "new id",
+              "ttl kept" if ttl == 17 else "new ttl")
+""")
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("ip") is None,
+                    reason="needs root, unshare and ip: a network namespace of its own with a 1500-byte MTU")
+def test_in_a_real_namespace_a_delayed_original_keeps_its_ip_header_and_one_above_the_mtu_still_arrives():
+    proc = subprocess.run(["unshare", "--net", sys.executable, "-c", WHOLE_CHECK], cwd=REPO, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["5 True ('10.9.0.2', 7101) id kept ttl kept",
+                                        "3072 True ('10.9.0.2', 7101) new id new ttl"]

@@ -54,13 +54,6 @@ def test_netem_present_serves_link_faults():
     assert doctor.fault_backends(checks["sch_netem (tc netem)"], checks["NFQUEUE"])["loss"] == "netem"
 
 
-def test_nfqueue_without_its_python_binding_is_missing_with_a_hint():
-    checks = by_name(doctor.run_checks(fake_probe(HEALTHY), lambda: {}, Path("/"),
-                                       binding_error="No module named 'netfilterqueue'"))
-    assert not checks["NFQUEUE"].ok and "NetfilterQueue" in checks["NFQUEUE"].hint
-    assert "No module named" in checks["NFQUEUE"].detail
-
-
 def test_docker_down_cannot_run_and_images_are_not_asked():
     asked = []
     answers = {**HEALTHY, ("docker", "version"): (1, "Cannot connect to the Docker daemon at unix:///var/run/docker.sock")}

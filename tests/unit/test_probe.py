@@ -25,7 +25,7 @@ def test_a_probe_read_late_is_timed_by_its_arrival_not_by_the_read():
         tx.sendto(probe._FORMAT.pack(probe._MAGIC, 7, 0, time.time()), rx.getsockname())
         time.sleep(0.3)  # the reader is late
         seen: dict[int, int] = {}
-        arrivals: list[tuple[int, float]] = []
+        arrivals: list[tuple[int, float, float]] = []
         probe._drain(rx, 7, seen, arrivals)
     assert seen == {0: 1}
     assert 0 <= arrivals[0][1] < 50, arrivals  # ms: the arrival, not the read 300 ms later
@@ -70,3 +70,12 @@ def test_a_send_buffer_that_stays_full_is_an_environment_problem(monkeypatch):
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as rx, pytest.raises(EnvironmentProblem, match="n2"):
         probe._send(tx, rx, probe.Endpoint("n2", 0, "10.0.0.2"), lambda: b"probe", lambda: None)
     tx.sock.close()
+
+
+def test_the_delivered_rate_spans_the_first_send_to_the_last_arrival():
+    here = probe.Endpoint("lo", None, "127.0.0.1")
+    stats = probe.measure(here, here, count=20, interval_ms=10, settle_ms=100)
+    assert stats.received == 20
+    assert 0.19 <= stats.span_s < 0.29  # 19 gaps of 10 ms, then the last probe's one-way delay; not the settle
+    assert stats.delivered_pps == pytest.approx(20 / stats.span_s)
+    assert probe.LinkStats(5, 0, 0, 0).delivered_pps == 0.0

@@ -78,15 +78,15 @@ def read_stats(run_dir: Path, node: str, host: RemoteHost | None = None) -> dict
 
 
 def send_failures(stats: dict[str, Any]) -> str | None:
-    """What the shaper could not send (duplicates, split or held messages), in one line with the reasons, or None
-    when every extra packet went."""
+    """What the shaper could not send (delayed packets' copies, duplicates, split or held messages), in one line
+    with the reasons, or None when every packet of its own went."""
     failed = stats.get("extra_send_failed") or {}
     if not failed:
         return None
     total = sum(failed.values())
     reasons = ", ".join(f"{reason} x{count}" for reason, count in sorted(failed.items()))
-    return (f"{total} of {total + stats.get('extra_sent', 0)} extra packets (duplicates, split or held messages) "
-            f"were not sent: {reasons}")
+    return (f"{total} of {total + stats.get('extra_sent', 0)} packets the shaper sends itself (delayed, duplicated, "
+            f"split or held) were not sent: {reasons}")
 
 
 def shaped_nodes(ledger: Ledger) -> set[str]:
@@ -130,8 +130,7 @@ def _start(ledger: Ledger, ns: Netns, path: Path) -> Entry:
         proc.wait()
         tail = log_path.read_text(errors="replace")[-1500:] if log_path.exists() else ""
         raise EnvironmentProblem(f"the shaper for {ns.node} did not start within {START_TIMEOUT_S:g} s:\n{tail}",
-                                 hint="is NetfilterQueue installed in the controller's environment? "
-                                      "'splitlab doctor' checks NFQUEUE")
+                                 hint="'splitlab doctor' checks the kernel's NFQUEUE")
     return entry
 
 

@@ -48,8 +48,9 @@ class Engine:
         self.rng = random.Random(spec.seed + spec.generation)
         # the faults that do something, by destination (`empty` is asked once per spec, not once per packet)
         self.links: dict[str, LinkFault] = {ip: f for ip, f in spec.links.items() if not f.empty}
-        self.names = dict(spec.names)
         self.book = RuleBook(list(spec.rules))
+        # the destinations that message rules name, by address (asked once per spec, not once per packet)
+        self.rule_dsts = {ip: name for ip, name in spec.names.items() if self.book.for_dst(name)}
         self.busy_until_s: dict[str, float] = {}
         self.draws: dict[str, disttable.Correlated] = {}
         self.stats: Counter[str] = Counter()
@@ -96,15 +97,15 @@ class Engine:
             if jam.hold(raw) is not None:
                 self.stats["jam_dropped"] += 1
             return Verdict(None)
-        verdict = Verdict(now_s)
-        dst_name = self.names.get(pkt.dst)
-        if dst_name is not None and self.book.for_dst(dst_name):
+        verdict = None
+        dst_name = self.rule_dsts.get(pkt.dst)
+        if dst_name is not None:
             pkt, verdict = self._messages(now_s, pkt, dst_name)
             if pkt is None:
                 return verdict
         fault = self.links.get(pkt.dst)
         if fault is None:
-            return verdict
+            return verdict or Verdict(now_s)
         return self._link(now_s, pkt, fault, verdict)
 
     def _messages(self, now_s: float, pkt: ipudp.UdpPacket, dst: str) -> tuple[ipudp.UdpPacket | None, Verdict]:
@@ -160,12 +161,13 @@ class Engine:
             self.draws[dst] = disttable.Correlated(self.rng, corr_pct)
         return self.draws[dst].draw()
 
-    def _link(self, now_s: float, pkt: ipudp.UdpPacket, fault: LinkFault, verdict: Verdict) -> Verdict:
+    def _link(self, now_s: float, pkt: ipudp.UdpPacket, fault: LinkFault, verdict: Verdict | None) -> Verdict:
+        """The link fault on `pkt`, after the message rules' `verdict` (None: they had none for it)."""
         rng = self.rng
         if fault.loss_pct and rng.random() * 100 < fault.loss_pct:
             self.stats["lost"] += 1
-            return Verdict(None, extra=verdict.extra)
-        payload = verdict.payload
+            return Verdict(None, extra=verdict.extra if verdict else [])
+        payload = verdict.payload if verdict else None
         if fault.corrupt_pct and rng.random() * 100 < fault.corrupt_pct:
             payload = ipudp.flip_bit(pkt, rng)
             self.stats["corrupted"] += 1
@@ -176,11 +178,14 @@ class Engine:
             self.busy_until_s[pkt.dst] = at_s
         if fault.reorder_pct and rng.random() * 100 < fault.reorder_pct:
             self.stats["reordered"] += 1
-        elif fault.delay_ms or fault.jitter_ms:
-            u = self._delay_draw(pkt.dst, fault.delay_corr_pct) if fault.jitter_ms else 0.0
+        elif fault.jitter_ms:
+            u = self._delay_draw(pkt.dst, fault.delay_corr_pct)
             at_s += disttable.draw_delay_ms(fault.delay_ms, fault.jitter_ms, fault.distribution, u) / 1000
             self.stats["delayed"] += 1
-        extra = list(verdict.extra)
+        elif fault.delay_ms:
+            at_s += fault.delay_ms / 1000
+            self.stats["delayed"] += 1
+        extra = list(verdict.extra) if verdict else []
         if fault.duplicate_pct and rng.random() * 100 < fault.duplicate_pct:
             extra.append((at_s, payload if payload is not None else pkt.raw))
             self.stats["duplicated"] += 1

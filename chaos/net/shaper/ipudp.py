@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import socket
 import struct
-from dataclasses import dataclass
+from typing import NamedTuple
 
 UDP_PROTO = 17
 IPV6_HEADER_BYTES = 40
@@ -19,9 +19,9 @@ MAX_IPV4_BYTES = 65535  # what an IPv4 total length can say
 MAX_IPV6_BYTES = IPV6_HEADER_BYTES + 65535  # the fixed header and what a payload length can say (no jumbograms)
 
 
-@dataclass(frozen=True)
-class UdpPacket:
-    """The parts of an IPv4/UDP packet the shaper looks at; `raw` is the whole packet."""
+class UdpPacket(NamedTuple):
+    """The parts of an IPv4/UDP packet the shaper looks at; `raw` is the whole packet. (A tuple: the shaper parses
+    every packet it sees, and a tuple is built in a third of a frozen dataclass's time.)"""
 
     src: str
     dst: str
@@ -37,6 +37,9 @@ class UdpPacket:
         return self.raw[0] >> 4
 
 
+_PORTS_LENGTH = struct.Struct("!HHH")
+
+
 def parse(raw: bytes) -> UdpPacket | None:
     """The UDP view of an IPv4 or IPv6 packet, or None for anything else (other protocols, fragments, extension
     headers, truncation, more bytes than the IP header can say)."""
@@ -45,10 +48,9 @@ def parse(raw: bytes) -> UdpPacket | None:
     if not 28 <= len(raw) <= MAX_IPV4_BYTES or raw[0] >> 4 != 4 or raw[9] != UDP_PROTO:
         return None
     ihl = (raw[0] & 0x0F) * 4
-    flags_frag = struct.unpack_from("!H", raw, 6)[0]
-    if flags_frag & 0x3FFF or len(raw) < ihl + 8:  # a fragment, or no room for the UDP header
+    if raw[6] & 0x3F or raw[7] or len(raw) < ihl + 8:  # a fragment (MF or an offset), or no room for UDP's header
         return None
-    sport, dport, length = struct.unpack_from("!HHH", raw, ihl)
+    sport, dport, length = _PORTS_LENGTH.unpack_from(raw, ihl)
     payload = raw[ihl + 8:ihl + length] if length >= 8 else b""
     return UdpPacket(socket.inet_ntoa(raw[12:16]), socket.inet_ntoa(raw[16:20]), sport, dport, payload, ihl, raw)
 
@@ -56,7 +58,7 @@ def parse(raw: bytes) -> UdpPacket | None:
 def _parse6(raw: bytes) -> UdpPacket | None:
     if not IPV6_HEADER_BYTES + 8 <= len(raw) <= MAX_IPV6_BYTES or raw[6] != UDP_PROTO:
         return None
-    sport, dport, length = struct.unpack_from("!HHH", raw, IPV6_HEADER_BYTES)
+    sport, dport, length = _PORTS_LENGTH.unpack_from(raw, IPV6_HEADER_BYTES)
     payload = raw[IPV6_HEADER_BYTES + 8:IPV6_HEADER_BYTES + length] if length >= 8 else b""
     return UdpPacket(socket.inet_ntop(socket.AF_INET6, raw[8:24]), socket.inet_ntop(socket.AF_INET6, raw[24:40]),
                      sport, dport, payload, IPV6_HEADER_BYTES, raw)

@@ -62,16 +62,51 @@ def pktinfo6(src: str) -> bytes:
     return struct.pack("=16si", socket.inet_pton(socket.AF_INET6, src), 0)
 
 
+def open_whole_socket(mark: int) -> socket.socket:
+    """An IPv4 IPPROTO_RAW socket (IP_HDRINCL: the packet goes out with its own header) with the bypass `mark`; it
+    receives nothing. Raises `PermissionError` without CAP_NET_RAW."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_MARK, mark)
+    return sock
+
+
 class ExtraSender:
     """Sends the shaper's own packets (whole IPv4/UDP or IPv6/UDP packets, as the engine makes them; the latter
     through `sock6`) and counts them: `sent`, and `failed` by reason (the errno's name, `not_udp`, or
-    `no_ipv6_socket`)."""
+    `no_ipv6_socket`). `whole` (an `open_whole_socket`) sends delayed originals as they are (`send_whole`)."""
 
-    def __init__(self, sock: Any, sock6: Any = None) -> None:
+    def __init__(self, sock: Any, sock6: Any = None, whole: Any = None) -> None:
         self.sock = sock
         self.sock6 = sock6
+        self.whole = whole
         self.sent = 0
         self.failed: Counter[str] = Counter()
+        self._addresses: dict[bytes, tuple[str, int]] = {}  # IPv4 destination bytes -> sendto's address
+
+    def can_send(self, packet: bytes) -> bool:
+        """Whether this sender has a socket for `packet`'s IP version (an IPv6 packet needs `sock6`)."""
+        return self.sock6 is not None or packet[0] >> 4 != 6
+
+    def send_whole(self, packet: bytes) -> bool:
+        """Send an IPv4 packet unchanged, its IP header included (id, TTL, DF: a delayed original is the original,
+        not a copy), when it fits the MTU; `send` takes it above the MTU (the kernel does not fragment an
+        IP_HDRINCL packet: EMSGSIZE), and an IPv6 one, or any where there is no `whole` socket. Returns whether
+        it went."""
+        if self.whole is None or packet[0] >> 4 != 4:
+            return self.send(packet)
+        dst = packet[16:20]
+        address = self._addresses.get(dst)
+        if address is None:
+            address = self._addresses[dst] = (socket.inet_ntoa(dst), 0)
+        try:
+            self.whole.sendto(packet, address)
+        except OSError as exc:
+            if exc.errno == errno.EMSGSIZE:
+                return self.send(packet)
+            self.failed[errno.errorcode.get(exc.errno, str(exc.errno))] += 1
+            return False
+        self.sent += 1
+        return True
 
     def send(self, packet: bytes) -> bool:
         """Send `packet`'s UDP datagram from its source to its destination. Returns whether it went."""
