@@ -1,7 +1,8 @@
 """The shaper's own packets (duplicates, split or held messages): sent as the node's UDP datagrams for the kernel to
 fragment (chaos.net.shaper.resend), what could not be sent counted by reason in the shaper's counters, and the
-controller reading those counters and saying so when shaping ends. With a recording socket; the last test runs
-the real kernel in a network namespace of its own and is skipped without root."""
+controller reading those counters and saying so when shaping ends; delayed originals sent whole with their own
+IP header, and as datagrams above the MTU. With recording sockets; two tests run the real kernel in a network
+namespace of their own and are skipped without root."""
 import errno
 import json
 import os
@@ -84,8 +85,22 @@ def test_fast_reports_what_the_ended_shaper_could_not_send(tmp_path):
     assert Ledger(tmp_path).outstanding() == []
 
 
-KERNEL_CHECK = textwrap.dedent("""
-    import socket, subprocess
+in_namespace = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("ip") is None,
+    reason="needs root, unshare and ip: a network namespace of its own with a 1500-byte MTU")
+
+
+def run_in_namespace(script: str) -> list[str]:
+    """The lines `script` prints, run by this Python in a network namespace of its own."""
+    proc = subprocess.run(["unshare", "--net", sys.executable, "-c", script], cwd=REPO, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.splitlines()
+
+
+# a namespace of its own: loopback at a 1500-byte MTU with two addresses, a receiver on the second
+NAMESPACE_SETUP = textwrap.dedent("""
+    import socket, struct, subprocess
     from chaos.net.shaper import ipudp, resend
     subprocess.run(["ip", "link", "set", "lo", "up", "mtu", "1500"], check=True)
     for ip in ("10.9.0.2", "10.9.0.3"):
@@ -93,6 +108,9 @@ KERNEL_CHECK = textwrap.dedent("""
     rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     rx.bind(("10.9.0.3", 7100))
     rx.settimeout(2)
+""")
+
+KERNEL_CHECK = NAMESPACE_SETUP + textwrap.dedent("""
     payload = bytes(range(256)) * 12
     packet = ipudp.build("10.9.0.2", "10.9.0.3", 7101, 7100, payload)
     hdrincl = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
@@ -113,13 +131,9 @@ KERNEL_CHECK = textwrap.dedent("""
 """)
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("ip") is None,
-                    reason="needs root, unshare and ip: a network namespace of its own with a 1500-byte MTU")
+@in_namespace
 def test_in_a_real_namespace_a_copy_above_the_mtu_arrives_whole_where_a_raw_ip_packet_cannot_be_sent():
-    proc = subprocess.run(["unshare", "--net", sys.executable, "-c", KERNEL_CHECK], cwd=REPO, capture_output=True,
-                          text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines() == [f"hdrincl {errno.EMSGSIZE}", "received True ('10.9.0.2', 7101)",
+    assert run_in_namespace(KERNEL_CHECK) == [f"hdrincl {errno.EMSGSIZE}", "received True ('10.9.0.2', 7101)",
                                         "raw queue empty"]
 
 
@@ -145,15 +159,7 @@ def test_a_delayed_original_goes_out_whole_and_only_above_the_mtu_as_a_datagram_
     assert resend.ExtraSender(udp).send_whole(packet) and len(udp.sent) == 2  # no IPPROTO_RAW socket: a datagram
 
 
-WHOLE_CHECK = textwrap.dedent("""
-    import socket, struct, subprocess
-    from chaos.net.shaper import ipudp, resend
-    subprocess.run(["ip", "link", "set", "lo", "up", "mtu", "1500"], check=True)
-    for ip in ("10.9.0.2", "10.9.0.3"):
-        subprocess.run(["ip", "addr", "add", ip + "/24", "dev", "lo"], check=True)
-    rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    rx.bind(("10.9.0.3", 7100))
-    rx.settimeout(2)
+WHOLE_CHECK = NAMESPACE_SETUP + textwrap.dedent("""
     headers = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_UDP)  # sees the IP headers
     headers.settimeout(2)
     sender = resend.ExtraSender(resend.open_socket(0x5E1), None, resend.open_whole_socket(0x5E1))
@@ -170,11 +176,7 @@ WHOLE_CHECK = textwrap.dedent("""
 """)
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("ip") is None,
-                    reason="needs root, unshare and ip: a network namespace of its own with a 1500-byte MTU")
+@in_namespace
 def test_in_a_real_namespace_a_delayed_original_keeps_its_ip_header_and_one_above_the_mtu_still_arrives():
-    proc = subprocess.run(["unshare", "--net", sys.executable, "-c", WHOLE_CHECK], cwd=REPO, capture_output=True,
-                          text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines() == ["5 True ('10.9.0.2', 7101) id kept ttl kept",
+    assert run_in_namespace(WHOLE_CHECK) == ["5 True ('10.9.0.2', 7101) id kept ttl kept",
                                         "3072 True ('10.9.0.2', 7101) new id new ttl"]
