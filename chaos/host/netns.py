@@ -108,6 +108,18 @@ def enter(fd: int) -> None:
         _setns(fd)
 
 
+SO_RCVBUFFORCE = 33  # <asm-generic/socket.h>; Python's socket module does not export it
+
+
+def force_receive_buffer(sock: socket.socket, rcvbuf_bytes: int) -> None:
+    """Give `sock` a receive buffer of `rcvbuf_bytes`, past net.core.rmem_max when root (SO_RCVBUFFORCE), else
+    as much as rmem_max allows."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, rcvbuf_bytes)
+    except PermissionError:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf_bytes)
+
+
 def socket_in(pid: int | None, family: int, type_: int, proto: int = 0) -> socket.socket:
     """A socket created in the network namespace of `pid`; the calling thread returns to its own namespace.
     `pid` None: this process's own namespace (an agent started inside the node's namespace, which has no right

@@ -23,7 +23,7 @@ import struct
 import time
 from dataclasses import dataclass, field
 
-from chaos.host.netns import address_family, socket_in
+from chaos.host.netns import address_family, force_receive_buffer, socket_in
 from node.errors import EnvironmentProblem
 
 PROBE_PORT = 7199
@@ -31,7 +31,6 @@ SEND_TIMEOUT_S = 5.0  # longest wait for room in the send buffer before a probe 
 _FORMAT = struct.Struct("!4sIId")  # magic, stream id, seqno, send time (unix s)
 _MAGIC = b"SLPR"
 _SO_TIMESTAMPNS = 35  # Linux (asm-generic and x86); Python's socket module does not export it
-_SO_RCVBUFFORCE = 33  # Linux; not exported either
 RCVBUF_BYTES = 4 << 20
 _TIMESPEC = struct.Struct("@qq")
 _ANCILLARY_BYTES = socket.CMSG_SPACE(_TIMESPEC.size)
@@ -101,10 +100,7 @@ def udp_socket(ep: Endpoint, port: int = 0, rcvbuf_bytes: int = RCVBUF_BYTES) ->
         sock.close()
         raise EnvironmentProblem(f"cannot bind a probe socket to {ep.ip}:{port} in {ep.node}'s namespace: {exc}",
                                  hint="another probe may be running against this run") from None
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, _SO_RCVBUFFORCE, rcvbuf_bytes)
-    except PermissionError:  # not root: as much as net.core.rmem_max allows
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf_bytes)
+    force_receive_buffer(sock, rcvbuf_bytes)
     sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
     sock.setblocking(False)
     return sock

@@ -86,7 +86,7 @@ def test_the_real_kernel_queues_whole_packets_and_takes_every_kind_of_verdict():
 class ReplayQueue(nfq.Queue):
     """A Queue whose socket reads hand-made bytes (no kernel): `reads` in order, then nothing."""
 
-    def __init__(self, reads: list[bytes]) -> None:  # noqa: super().__init__ would bind a real queue
+    def __init__(self, reads: list[bytes]) -> None:  # not Queue.__init__: that binds a real queue
         self.num = 5
         self.counters = nfq.Counter()
         self._seq = 0

@@ -178,12 +178,9 @@ class Engine:
             self.busy_until_s[pkt.dst] = at_s
         if fault.reorder_pct and rng.random() * 100 < fault.reorder_pct:
             self.stats["reordered"] += 1
-        elif fault.jitter_ms:
-            u = self._delay_draw(pkt.dst, fault.delay_corr_pct)
+        elif fault.delay_ms or fault.jitter_ms:
+            u = self._delay_draw(pkt.dst, fault.delay_corr_pct) if fault.jitter_ms else 0.0
             at_s += disttable.draw_delay_ms(fault.delay_ms, fault.jitter_ms, fault.distribution, u) / 1000
-            self.stats["delayed"] += 1
-        elif fault.delay_ms:
-            at_s += fault.delay_ms / 1000
             self.stats["delayed"] += 1
         extra = list(verdict.extra) if verdict else []
         if fault.duplicate_pct and rng.random() * 100 < fault.duplicate_pct:

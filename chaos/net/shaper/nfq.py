@@ -25,6 +25,7 @@ import socket
 import struct
 from collections import Counter
 
+from chaos.host.netns import force_receive_buffer
 from node.errors import EnvironmentProblem
 
 NETLINK_NETFILTER = 12
@@ -42,7 +43,6 @@ MAX_COPY_BYTES = 0xFFFF  # the most an IPv4 packet can be; the kernel copies at 
 READ_BUFFER_BYTES = 1 << 17  # one message: a whole packet, its attributes and headers
 DEFAULT_RCVBUF_BYTES = 8 << 20
 DEFAULT_MAX_LEN = 65536
-_SO_RCVBUFFORCE = 33  # <asm-generic/socket.h>; Python's socket module does not export it
 ACK_TIMEOUT_S = 5.0
 
 _NLMSGHDR = struct.Struct("=IHHII")  # length, type, flags, seq, port id
@@ -77,10 +77,7 @@ class Queue:
         self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_NETFILTER)
         try:
             self.sock.bind((0, 0))
-            try:
-                self.sock.setsockopt(socket.SOL_SOCKET, _SO_RCVBUFFORCE, rcvbuf_bytes)
-            except PermissionError:  # not root: as much as net.core.rmem_max allows
-                self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf_bytes)
+            force_receive_buffer(self.sock, rcvbuf_bytes)
             self._configure(_attr(NFQA_CFG_CMD, struct.pack("!BxH", NFQNL_CFG_CMD_BIND, socket.AF_UNSPEC)),
                             _attr(NFQA_CFG_PARAMS, struct.pack("!IB", MAX_COPY_BYTES, NFQNL_COPY_PACKET)),
                             _attr(NFQA_CFG_QUEUE_MAXLEN, struct.pack("!I", max_len)))

@@ -103,7 +103,7 @@ class ExtraSender:
         except OSError as exc:
             if exc.errno == errno.EMSGSIZE:
                 return self.send(packet)
-            self.failed[errno.errorcode.get(exc.errno, str(exc.errno))] += 1
+            self._failed(exc)
             return False
         self.sent += 1
         return True
@@ -125,10 +125,13 @@ class ExtraSender:
             else:
                 self.sock.sendmsg([segment], [(socket.IPPROTO_IP, IP_PKTINFO, pktinfo(pkt.src))], 0, (pkt.dst, 0))
         except OSError as exc:  # ENOBUFS, EPERM (an OUTPUT rule dropped it), EMSGSIZE (beyond 64 KB), ...
-            self.failed[errno.errorcode.get(exc.errno, str(exc.errno))] += 1
+            self._failed(exc)
             return False
         self.sent += 1
         return True
+
+    def _failed(self, exc: OSError) -> None:
+        self.failed[errno.errorcode.get(exc.errno, str(exc.errno))] += 1
 
     def stats(self) -> dict[str, Any]:
         """The counters for the shaper's stats file: `extra_sent` and `extra_send_failed` {reason: count}."""
