@@ -1,4 +1,4 @@
-"""Read a run's history into one validated, cached Spark DataFrame of events, with read statistics.
+"""Read a run's history into one validated Spark DataFrame of events, kept (`pipeline.kept`), with statistics.
 
 Every line is parsed by Spark's JSON reader against the explicit schema (`pipeline.schema`, every field typed)
 and checked by its rules; blank lines are skipped. Bad lines are counted per file and the first few are shown
@@ -12,14 +12,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from node.errors import UsageError
+from pipeline.kept import KeptFrames
 from pipeline.rundir import RunFiles, Tail, find_line_numbers, inspect_tail
 from pipeline.session import BYTES_PER_PARTITION
-from pipeline.schema import ANALYSED_COLUMNS, CORRUPT_FIELD, EVENT_COLUMNS, EVENT_SCHEMA, problem_column
+from pipeline.schema import ANALYSED_COLUMNS, CORRUPT_FIELD, EVENT_SCHEMA, FIELDS_SQL, problem_column
 
 CONTROLLER = "controller"
 _EXAMPLE_TEXT_CHARS = 300
@@ -116,22 +116,22 @@ def _classify(parsed: DataFrame, tails: list[Tail], raw: str, keep: tuple[str, .
     """`file`, the analysed columns, `fields` (non-null fields: reading it makes Spark parse and type-check every
     field of the schema), `problem` (null for a valid event) and `is_tail`, from a DataFrame with `file`, `raw`
     and the columns of `EVENT_SCHEMA`; plus the columns named in `keep`."""
-    fields = sum(F.col(f"`{c}`").isNotNull().cast("int") for c in EVENT_COLUMNS)
-    return parsed.select("file", *keep, *[F.col(f"`{c}`") for c in ANALYSED_COLUMNS], fields.alias("fields"),
-                         problem_column().alias("problem"), _tail_marker(tails, raw).alias("is_tail"))
+    return parsed.select("file", *keep, *[F.col(f"`{c}`") for c in ANALYSED_COLUMNS],
+                         F.expr(FIELDS_SQL).alias("fields"), problem_column().alias("problem"),
+                         _tail_marker(tails, raw).alias("is_tail"))
 
 
 @dataclass
 class History:
     """A read history: the valid `events` (`file` and the `ANALYSED_COLUMNS`), the reader's `stats`, and the
-    persisted frame behind the events (`release()` frees it)."""
+    frames kept for the analysis (the one behind the events first; `release()` frees them all)."""
 
     events: DataFrame
     stats: HistoryStats
-    cached: DataFrame
+    kept: KeptFrames
 
     def release(self) -> None:
-        self.cached.unpersist()
+        self.kept.release()
 
 
 def read_history(spark: SparkSession, run: RunFiles, max_examples: int = 5) -> History:
@@ -143,9 +143,11 @@ def read_history(spark: SparkSession, run: RunFiles, max_examples: int = 5) -> H
     parsed = (spark.read.schema(EVENT_SCHEMA).options(**_JSON_OPTIONS).json([str(p) for p in run.files])
               .select(F.col("_metadata.file_name").alias("file"), "*"))
     classified = _classify(parsed, tails, raw=CORRUPT_FIELD)
-    if run.size_bytes <= BYTES_PER_PARTITION:
-        classified = classified.coalesce(1)  # small: one task per stage, not one per file (see partitions_for)
-    base = classified.persist(StorageLevel.MEMORY_AND_DISK)
+    small = run.size_bytes <= BYTES_PER_PARTITION
+    if small:
+        classified = classified.coalesce(1)  # one task per stage, not one per file (see partitions_for)
+    kept = KeptFrames(small)
+    base = kept.keep(classified)
 
     stats = HistoryStats()
     sent_kind = F.when(F.col("type") == "app_send", F.col("kind")).alias("sent_kind")
@@ -197,11 +199,11 @@ def read_history(spark: SparkSession, run: RunFiles, max_examples: int = 5) -> H
         bad_files = [p for p in run.files if stats.files[p.name].bad_lines]
         stats.bad_line_examples = _bad_line_examples(spark, bad_files, tails, max_examples)
     if stats.events == 0:
-        base.unpersist()
+        kept.release()
         raise UsageError(f"no valid events in {run.events_dir} ({stats.lines} lines, {stats.bad_lines} bad)",
                          hint="check the files against pipeline/SCHEMA.md")
     events = base.filter(F.col("problem").isNull()).drop("fields", "problem", "is_tail")
-    return History(events=events, stats=stats, cached=base)
+    return History(events=events, stats=stats, kept=kept)
 
 
 def _bad_line_examples(spark: SparkSession, files: list[Path], tails: list[Tail], limit: int) -> list[BadLine]:

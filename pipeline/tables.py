@@ -1,8 +1,8 @@
 """Derived tables of one run (sends, deliveries, expectations, views, faults, xmit requests), built once.
 
 `Tables` wraps the validated events and builds each derived table on first use; the ones several checks share
-are persisted. Small tables (faults, final views) come back to the driver as plain Python values. Column names
-carry units: `*_ts` are unix seconds, `*_ms` milliseconds, `*_bytes` bytes.
+are kept (`pipeline.kept`). Small tables (faults, final views) come back to the driver as plain Python values.
+Column names carry units: `*_ts` are unix seconds, `*_ms` milliseconds, `*_bytes` bytes.
 """
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
@@ -87,12 +86,9 @@ class Tables:
         self.events = history.events
         self.history = history.stats
         self._read = history
-        self._persisted: list[DataFrame] = []
 
     def _keep(self, df: DataFrame) -> DataFrame:
-        df = df.persist(StorageLevel.MEMORY_AND_DISK)
-        self._persisted.append(df)
-        return df
+        return self._read.kept.keep(df)
 
     def prepare(self) -> None:
         """Define the tables several checks share (caches fill on first use), so checks can run concurrently."""
@@ -100,10 +96,7 @@ class Tables:
              self.reported_missing, self.fault_periods, self.heal_times)
 
     def release(self) -> None:
-        """Unpersist every table this object cached, and the events."""
-        for df in self._persisted:
-            df.unpersist()
-        self._persisted.clear()
+        """Free every table kept for the analysis, and the events (`pipeline.kept`)."""
         self._read.release()
 
     def of_type(self, *types: str) -> DataFrame:
