@@ -93,7 +93,7 @@ ALLOWED: dict[tuple[str, str], tuple[str, ...]] = {
 }
 
 
-def sql_string(text: str) -> str:
+def _sql_string(text: str) -> str:
     """`text` as a Spark SQL string literal."""
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
@@ -109,11 +109,11 @@ def _problem_sql() -> str:
     ]
     rules += [(missing(name), f"missing envelope field '{name}'") for name, _ in ENVELOPE]
     rules.append((f"`v` != {SCHEMA_VERSION}", f"schema version is not {SCHEMA_VERSION}"))
-    rules += [(f"`type` = {sql_string(type_)} AND {missing(name)}", f"{type_} lacks field '{name}'")
+    rules += [(f"`type` = {_sql_string(type_)} AND {missing(name)}", f"{type_} lacks field '{name}'")
               for type_, fields in REQUIRED.items() for name in fields]
-    rules += [(f"`type` = {sql_string(type_)} AND NOT `{name}` IN ({', '.join(map(sql_string, allowed))})",
+    rules += [(f"`type` = {_sql_string(type_)} AND NOT `{name}` IN ({', '.join(map(_sql_string, allowed))})",
                f"{type_}.{name} is not one of {', '.join(allowed)}") for (type_, name), allowed in ALLOWED.items()]
-    whens = " ".join(f"WHEN {cond} THEN {sql_string(message)}" for cond, message in rules)
+    whens = " ".join(f"WHEN {cond} THEN {_sql_string(message)}" for cond, message in rules)
     return f"CASE {whens} ELSE CAST(NULL AS STRING) END"
 
 

@@ -317,3 +317,21 @@ def test_a_cancelled_timer_far_away_does_not_keep_the_simulation_busy() -> None:
     sim.request("a", "echo", "cancel", {"key": "t"})
     assert sim.run_until_quiet(1.0)
     assert sim.now_s == 0.0
+
+
+def test_the_package_loads_its_modules_on_first_use() -> None:
+    """The shaper needs node.sim.jam alone: importing it does not load the simulator (a tenth of a second of
+    every shaper's start); the package's names still resolve, and an unknown one is an AttributeError."""
+    import subprocess
+    import sys
+
+    probe = ("import sys, chaos.net.shaper.__main__; "
+             "print(sorted(m for m in sys.modules if m.startswith('node.sim.') and m != 'node.sim.jam'))")
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "[]"
+
+    import node.sim
+
+    assert node.sim.Simulator is Simulator and node.sim.LinkSpec is LinkSpec
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        node.sim.nope  # noqa: B018
