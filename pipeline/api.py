@@ -26,7 +26,7 @@ from pipeline.params import resolve
 from pipeline.reader import HistoryStats, read_history
 from pipeline.rundir import RunFiles, locate
 from pipeline.sequence import DiagramOptions
-from pipeline.session import BYTES_PER_PARTITION, analysis_session, resolve_master, spark_session
+from pipeline.session import analysis_session, resolve_master, small_history, spark_session
 from pipeline.summary import Summary
 from pipeline.tables import Tables
 from pipeline.timeline import PlotData, bucket_seconds, plot_data
@@ -99,7 +99,7 @@ def analyze(run_dir: Path | str, master: str | None = None, params: Mapping[str,
     run = locate(run_dir)
     resolved = resolve(CHECKS, params)
     with step("starting Spark"):
-        session = analysis_session(spark or spark_session(master, short_lived=run.size_bytes <= BYTES_PER_PARTITION),
+        session = analysis_session(spark or spark_session(master, short_lived=small_history(run.size_bytes)),
                                    run.size_bytes)
     with step("reading history"):
         read = read_history(session, run)

@@ -1,6 +1,6 @@
 """Frames an analysis computes once and reads many times: cached, or for a small history checkpointed locally.
 
-A small history (one partition, `pipeline.session.BYTES_PER_PARTITION`) costs Spark almost nothing to compute
+A small history (one partition, `pipeline.session.small_history`) costs Spark almost nothing to compute
 and a lot to plan, and most of the planning grows with the plan: a cached frame keeps its whole lineage in its
 plan, so every frame derived from it (each check's filters, joins and aggregations) is analysed whole again,
 compared with every cached plan, and its tasks serialise the RDD lineage behind it. For the reader's frame that

@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 from node.errors import UsageError
 from pipeline.kept import KeptFrames
 from pipeline.rundir import RunFiles, Tail, find_line_numbers, inspect_tail
-from pipeline.session import BYTES_PER_PARTITION
+from pipeline.session import small_history
 from pipeline.schema import ANALYSED_COLUMNS, CORRUPT_FIELD, EVENT_SCHEMA, FIELDS_SQL, problem_column
 
 CONTROLLER = "controller"
@@ -143,7 +143,7 @@ def read_history(spark: SparkSession, run: RunFiles, max_examples: int = 5) -> H
     parsed = (spark.read.schema(EVENT_SCHEMA).options(**_JSON_OPTIONS).json([str(p) for p in run.files])
               .select(F.col("_metadata.file_name").alias("file"), "*"))
     classified = _classify(parsed, tails, raw=CORRUPT_FIELD)
-    small = run.size_bytes <= BYTES_PER_PARTITION
+    small = small_history(run.size_bytes)
     if small:
         classified = classified.coalesce(1)  # one task per stage, not one per file (see partitions_for)
     kept = KeptFrames(small)

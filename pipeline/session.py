@@ -83,6 +83,12 @@ def _log_config() -> Path:
     return path
 
 
+def small_history(history_bytes: int) -> bool:
+    """A history that fits one partition (`BYTES_PER_PARTITION`): read as one partition, its frames kept as local
+    checkpoints (`pipeline.kept`), analysed cold in a JVM tuned for seconds of work (`pipeline.jvm_archive`)."""
+    return history_bytes <= BYTES_PER_PARTITION
+
+
 def partitions_for(history_bytes: int, most: int = SHUFFLE_PARTITIONS) -> int:
     """Shuffle partitions for a history of `history_bytes`: one per `BYTES_PER_PARTITION`, between 1 and `most`.
 

@@ -52,6 +52,7 @@ _VERDICT_HDR = struct.Struct("!II")  # verdict, packet id
 _PACKET_ID = struct.Struct("!I")  # the first field of nfqnl_msg_packet_hdr
 _ERRNO = struct.Struct("=i")
 _HEAD_BYTES = _NLMSGHDR.size + _NFGENMSG.size
+_PACKET_TYPE = (NFNL_SUBSYS_QUEUE << 8) | NFQNL_MSG_PACKET  # a queued packet's netlink message type
 
 
 class QueueBusy(EnvironmentProblem):
@@ -61,6 +62,11 @@ class QueueBusy(EnvironmentProblem):
 def _attr(kind: int, data: bytes) -> bytes:
     """One netlink attribute, padded to 4 bytes."""
     return _NLATTR.pack(_NLATTR.size + len(data), kind) + data + bytes(-len(data) % 4)
+
+
+def _command(command: int) -> bytes:
+    """The config attribute of a bind or unbind command."""
+    return _attr(NFQA_CFG_CMD, struct.pack("!BxH", command, socket.AF_UNSPEC))
 
 
 class Queue:
@@ -78,7 +84,7 @@ class Queue:
         try:
             self.sock.bind((0, 0))
             force_receive_buffer(self.sock, rcvbuf_bytes)
-            self._configure(_attr(NFQA_CFG_CMD, struct.pack("!BxH", NFQNL_CFG_CMD_BIND, socket.AF_UNSPEC)),
+            self._configure(_command(NFQNL_CFG_CMD_BIND),
                             _attr(NFQA_CFG_PARAMS, struct.pack("!IB", MAX_COPY_BYTES, NFQNL_COPY_PACKET)),
                             _attr(NFQA_CFG_QUEUE_MAXLEN, struct.pack("!I", max_len)))
         except BaseException:
@@ -115,7 +121,7 @@ class Queue:
                         if code:
                             raise EnvironmentProblem(f"NFQUEUE {self.num}: the kernel refused its configuration: "
                                                      f"{errno.errorcode.get(code, code)} ({code})")
-                    elif kind == (NFNL_SUBSYS_QUEUE << 8) | NFQNL_MSG_PACKET:  # no traffic is queued yet
+                    elif kind == _PACKET_TYPE:  # a rule already queues traffic to this queue number
                         packet = self._packet(start, end)
                         if packet is not None:
                             self.verdict(packet[0], NF_ACCEPT)
@@ -142,7 +148,6 @@ class Queue:
         rest stay for the next call); never blocks."""
         packets: list[tuple[int, bytes]] = []
         buffer = self._buffer
-        packet_type = (NFNL_SUBSYS_QUEUE << 8) | NFQNL_MSG_PACKET
         while len(packets) < limit:
             try:
                 size = self.sock.recv_into(buffer)
@@ -154,7 +159,7 @@ class Queue:
                 self.counters["socket_overflow"] += 1  # the kernel dropped what it could not deliver
                 continue
             for kind, _, start, end in self._messages(size):
-                if kind == packet_type:
+                if kind == _PACKET_TYPE:
                     packet = self._packet(start, end)
                     if packet is not None:
                         packets.append(packet)
@@ -206,7 +211,6 @@ class Queue:
         if self.sock.fileno() < 0:
             return
         try:
-            self.sock.sendto(self._message(NFQNL_MSG_CONFIG, 0, _attr(
-                NFQA_CFG_CMD, struct.pack("!BxH", NFQNL_CFG_CMD_UNBIND, socket.AF_UNSPEC))), (0, 0))
+            self.sock.sendto(self._message(NFQNL_MSG_CONFIG, 0, _command(NFQNL_CFG_CMD_UNBIND)), (0, 0))
         finally:
             self.sock.close()
