@@ -38,6 +38,10 @@ APP_NAME = "splitlab-analyze"
 # generated classes kept per JVM: Spark's default (100) is fewer than one analysis compiles, so a warm service
 # compiled most of every analysis again (a quarter of its time)
 CODEGEN_CACHE_ENTRIES = 4096
+# bytecode size of a generated method beyond which a stage is not fused by whole-stage codegen: HotSpot never
+# JIT-compiles a method over 8000 bytes (`-XX:HugeMethodLimit`), and Spark's default (65535) let the reader's
+# one stage (parse, sixty validation rules, field count) run interpreted: 1M events read in 12.7 s, 6.3 s at 8000
+HUGE_METHOD_BYTES = 8000
 PINNED_CLASSES = ("org.apache.spark.sql.functions", "org.apache.spark.api.python.PythonUtils")
 
 _LOG4J2 = """\
@@ -133,6 +137,7 @@ def spark_session(master: str | None = None, shuffle_partitions: int = SHUFFLE_P
                .config("spark.sql.adaptive.enabled", "false")
                .config("spark.sql.debug.maxToStringFields", "200")
                .config("spark.sql.codegen.cache.maxEntries", str(CODEGEN_CACHE_ENTRIES))
+               .config("spark.sql.codegen.hugeMethodLimit", str(HUGE_METHOD_BYTES))
                .config("spark.driver.extraJavaOptions", " ".join(java_options)))
     if _on_loopback(resolved):
         builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")

@@ -1,11 +1,12 @@
-"""The analysis session's JVM-side settings that only show as time: generated classes kept, gateway names pinned."""
+"""The analysis session's JVM-side settings that only show as time: generated classes kept, gateway names pinned,
+no stage fused into a method too large for the JIT."""
 from __future__ import annotations
 
 import pytest
 from py4j.java_gateway import JVMView
 from pyspark.sql import functions as F
 
-from pipeline.session import CODEGEN_CACHE_ENTRIES
+from pipeline.session import CODEGEN_CACHE_ENTRIES, HUGE_METHOD_BYTES
 from tests.unit.pipeline_fixtures import shared_spark
 
 
@@ -28,3 +29,11 @@ def test_function_calls_do_not_ask_the_gateway_to_resolve_a_name(monkeypatch: py
 def test_the_jvm_keeps_more_generated_classes_than_an_analysis_compiles() -> None:
     spark = shared_spark()
     assert int(spark.conf.get("spark.sql.codegen.cache.maxEntries")) == CODEGEN_CACHE_ENTRIES >= 1000
+
+
+HOTSPOT_HUGE_METHOD_BYTES = 8000  # HotSpot's -XX:HugeMethodLimit: a larger method is never JIT-compiled
+
+
+def test_no_stage_is_fused_into_a_method_the_jit_will_not_compile() -> None:
+    spark = shared_spark()
+    assert int(spark.conf.get("spark.sql.codegen.hugeMethodLimit")) == HUGE_METHOD_BYTES <= HOTSPOT_HUGE_METHOD_BYTES
