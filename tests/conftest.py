@@ -4,11 +4,14 @@ before the entry point existed fails with its fix instead of with "fixture 'spli
 
 Under pytest-xdist (`make test`: `-n 2`) the tests of `tests/cluster/` and `tests/scenarios/` (every container
 test; not the netem VM test, which boots qemu) are one work unit: they run in one worker, one after the other, as
-without xdist (some watch the whole machine's runs, rules and namespaces), while the other worker takes the unit
-tests one by one; the Spark cluster test joins the container unit (WITH_CONTAINERS). (The scheduler groups by path: xdist's own `--dist loadgroup` marks nodes ids in a way pytest 9
-no longer keeps.) The workers run at nice 10, which (with Linux's autogroups) yields only to the test session's
-other processes; the instruments whose timing is the measurement raise their own priority above the whole load
-(the NFQUEUE shaper, the netem VM's qemu: chaos/host/priority.py)."""
+without xdist (their timing matters), while the other worker takes the multi-host tests (their own unit: a bed
+of three hosts whose CPU weight is a quarter of a container's, whose runs live on those hosts, and which watch
+only their own runs; 3 of the container unit's 13 minutes) and then the unit tests one by one; the Spark
+cluster test joins the container unit (WITH_CONTAINERS). (The scheduler groups by path: xdist's own
+`--dist loadgroup` marks nodes ids in a way pytest 9 no longer keeps.) The workers run at nice 10, which (with
+Linux's autogroups) yields only to the test session's other processes; the instruments whose timing is the
+measurement raise their own priority above the whole load (the NFQUEUE shaper, the netem VM's qemu:
+chaos/host/priority.py)."""
 from __future__ import annotations
 
 import os
@@ -17,6 +20,7 @@ import pytest
 
 CONTAINER_DIRS = ("tests/cluster/", "tests/scenarios/")
 NOT_CONTAINERS = ("tests/cluster/test_netem_vm.py",)  # root, but a qemu VM: it runs beside the container tests
+OWN_UNITS = ("tests/cluster/test_multihost.py",)  # one work unit of its own, beside the container tests
 # Not containers, but a load on the whole machine that timing-sensitive container tests must not run beside: a
 # Spark standalone cluster (two worker JVMs, executors, an analysis). Beside the scenario tests it spread node
 # starts by 2 s and failed test_a_restarted_senders_new_life_is_heard in 3 of 4 CI runs.
@@ -37,9 +41,12 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     from xdist.scheduler import LoadScopeScheduling
 
     class ContainerTestsTogether(LoadScopeScheduling):
-        """Every container test in one work unit; every other test a unit of its own."""
+        """Every container test in one work unit, the multi-host tests in another; every other test a unit of
+        its own."""
 
         def _split_scope(self, nodeid: str) -> str:
+            if nodeid.startswith(OWN_UNITS):
+                return nodeid.split("::", 1)[0]
             if (nodeid.startswith(CONTAINER_DIRS) and not nodeid.startswith(NOT_CONTAINERS)
                     or nodeid.startswith(WITH_CONTAINERS)):
                 return "containers"

@@ -58,10 +58,12 @@ def _write_key(bed_dir: Path) -> str:
     return public
 
 
-def up(bed_dir: Path, hosts: int = 3, log: Log = lambda _: None) -> Inventory:
+def up(bed_dir: Path, hosts: int = 3, log: Log = lambda _: None, cpu_shares: int | None = None) -> Inventory:
     """Start `hosts` bed hosts and wait until each answers SSH and its Docker engine runs; returns the inventory
-    (also written to `bed_dir/hosts.yaml`). Raises `UsageError` when the bed exists, `EnvironmentProblem` when a
-    host does not come up (with its log); what was started is removed again."""
+    (also written to `bed_dir/hosts.yaml`). `cpu_shares`: each host's CPU weight (`docker run --cpu-shares`,
+    1024 by default; the nodes a host runs are inside it), lower for a bed that shares the machine with runs
+    that must keep their timing. Raises `UsageError` when the bed exists, `EnvironmentProblem` when a host does
+    not come up (with its log); what was started is removed again."""
     if not 1 <= hosts <= MAX_HOSTS:
         raise UsageError(f"--hosts {hosts}: a bed has 1 to {MAX_HOSTS} hosts")
     bed_dir = Path(bed_dir).resolve()
@@ -73,7 +75,7 @@ def up(bed_dir: Path, hosts: int = 3, log: Log = lambda _: None) -> Inventory:
     public = _write_key(bed_dir)
     try:
         run(["docker", "network", "create", "--label", f"{LABEL_BED}={bed}", network(bed)])
-        specs = [_start_host(bed, bed_dir, i, image, public) for i in range(1, hosts + 1)]
+        specs = [_start_host(bed, bed_dir, i, image, public, cpu_shares) for i in range(1, hosts + 1)]
         doc = {"hosts": [{"name": s.name, "address": s.address, "user": "root", "key": "id_rsa"} for s in specs]}
         (bed_dir / "hosts.yaml").write_text("# the test bed's hosts, written by 'splitlab bed up'\n" +
                                             yaml.safe_dump(doc, sort_keys=False))
@@ -88,7 +90,7 @@ def up(bed_dir: Path, hosts: int = 3, log: Log = lambda _: None) -> Inventory:
     return inventory
 
 
-def _start_host(bed: str, bed_dir: Path, index: int, image: str, public: str) -> HostSpec:
+def _start_host(bed: str, bed_dir: Path, index: int, image: str, public: str, cpu_shares: int | None) -> HostSpec:
     engine_dir = bed_dir / f"host{index}" / "docker"
     engine_dir.mkdir(parents=True, exist_ok=True)
     name = container(bed, index)
@@ -96,6 +98,7 @@ def _start_host(bed: str, bed_dir: Path, index: int, image: str, public: str) ->
          "--network", network(bed), "--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE",
          "--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
          "--security-opt", "systempaths=unconfined", "--cgroupns", "private",
+         *(["--cpu-shares", str(cpu_shares)] if cpu_shares else []),
          "-v", f"{engine_dir}:/var/lib/docker", "-e", f"SPLITLAB_BED_PUBKEY={public}", image], timeout_s=60)
     address = run(["docker", "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
                    name]).stdout.strip()

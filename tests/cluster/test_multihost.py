@@ -32,6 +32,11 @@ from node.errors import EnvironmentProblem
 pytestmark = pytest.mark.splitlab_cluster
 
 
+# `make test` runs this module beside the other container tests (tests/conftest.py): the bed's hosts, and the
+# nodes inside them, yield the CPU to those tests' nodes (a quarter of a container's default weight)
+BED_CPU_SHARES = 256
+
+
 @pytest.fixture(scope="module")
 def bed_inventory(tmp_path_factory: pytest.TempPathFactory) -> Inventory:
     from chaos.harness.pytest_plugin import require_cluster_machine
@@ -39,7 +44,7 @@ def bed_inventory(tmp_path_factory: pytest.TempPathFactory) -> Inventory:
     require_cluster_machine()
     bed_dir = tmp_path_factory.mktemp("bed")
     try:
-        yield bed.up(bed_dir, 3)
+        yield bed.up(bed_dir, 3, cpu_shares=BED_CPU_SHARES)
     finally:
         bed.down(bed_dir)
 
@@ -74,6 +79,14 @@ def test_doctor_checks_every_host_over_ssh_and_names_an_unreachable_one(bed_inve
                   bed_inventory.path)
     (only,) = check_inventory(wrong)["gone"]
     assert only.name == "SSH" and not only.ok and "cannot connect" in only.detail
+
+
+def test_the_beds_hosts_carry_the_cpu_weight_asked_for(bed_inventory: Inventory) -> None:
+    name = bed.bed_name(bed_inventory.path.parent)
+    weights = [subprocess.run(["docker", "inspect", "-f", "{{.HostConfig.CpuShares}}", bed.container(name, i)],
+                              capture_output=True, text=True, check=True).stdout.strip()
+               for i in range(1, len(bed_inventory.hosts) + 1)]
+    assert weights == [str(BED_CPU_SHARES)] * 3, weights
 
 
 def test_nodes_on_every_host_deliver_unicast_and_multicast_across_hosts(splitlab_up, bed_inventory) -> None:

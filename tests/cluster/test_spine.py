@@ -149,13 +149,17 @@ def splitlab(*args, env=None):
     (["up", "-n", "2"], {"DOCKER_HOST": "unix:///nonexistent/docker.sock"}, 1, "Docker engine not reachable"),
     (["up", "-n", "2"], {"BASE_IMAGE": "splitlab-no-such-base:0"}, 1, "is not built"),
 ])
-def test_bad_input_gets_one_clear_line(args, env, code, fragment):
-    before = {r.run_id for r in cluster.ps()}
+def test_bad_input_gets_one_clear_line(args, env, code, fragment, tmp_path):
+    # the command's runs get their directories under tmp_path: other tests' runs (the multi-host tests run beside
+    # this module) are neither counted nor touched
+    def started() -> set[str]:
+        return {r.run_id for r in cluster.ps()} & {d.name for d in tmp_path.iterdir()}
+
     try:
-        rc, out = splitlab(*args, env=env)
+        rc, out = splitlab(*args, env={"SPLITLAB_RUNS_DIR": str(tmp_path), **(env or {})})
         assert rc == code, out
         assert fragment in out and "Traceback" not in out
-        assert {r.run_id for r in cluster.ps()} == before  # nothing half-started
+        assert started() == set()  # nothing half-started
     finally:
-        for extra in {r.run_id for r in cluster.ps()} - before:
+        for extra in started():
             cluster.down(extra)
