@@ -2,6 +2,7 @@
 the run's data bridge, heal, down leaves nothing, and bad input gets one clear line."""
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import subprocess
@@ -115,6 +116,18 @@ def test_name_clash_is_refused_without_touching_the_existing_run(splitlab_up):
         splitlab_up(1, run_id=run.run_id)
     assert "already has containers" in str(info.value)
     assert run.all_hear_all() and len(labelled(run.run_id)[0]) == 1
+
+
+def test_a_node_starts_from_bytecode_compiled_in_its_image():
+    # every module of the image's site a node imports has its bytecode in the image (it runs unprivileged with
+    # PYTHONDONTWRITEBYTECODE: without it every start compiles them all again)
+    script = ("import json, os, sys, node.__main__\n"
+              "mods = [m for m in list(sys.modules.values()) if (getattr(m, '__file__', None) or '')"
+              ".startswith('/opt/splitlab/site/') and m.__file__.endswith('.py')]\n"
+              "print(json.dumps([len(mods), sorted(m.__name__ for m in mods if not os.path.exists(m.__cached__))]))")
+    out = docker.from_env().containers.run(images.node_image(), entrypoint=["python3", "-c", script], remove=True)
+    imported, uncompiled = json.loads(out)
+    assert imported > 50 and uncompiled == [], (imported, uncompiled)
 
 
 def test_refuses_containers_not_labelled_by_splitlab():
