@@ -493,7 +493,7 @@ def test_restart_brings_a_node_back_with_the_partition_applied_to_its_new_namesp
     events = (run.run_dir / "events" / "controller.jsonl").read_text()
     assert '"kind":"restart"' in events and '"kind":"kill"' in events
     net.heal()
-    wait_for(run.all_hear_all, what="all hear all after the restart and heal")
+    wait_for(run.all_hear_all, what="all hear all after the restart and heal", while_restarting=True)
 
 
 def chaoscli(*args: str) -> subprocess.Popen:

@@ -196,7 +196,7 @@ def test_link_and_process_faults_act_on_the_nodes_host_and_heal_after_a_killed_c
         net.kill("n2")  # docker kill on host2
         wait_for(lambda: "n2" not in run.client("n1").hears(), 20, "n1 stops hearing the killed n2")
         net.start("n2")  # its control port is published anew: net.cluster knows the new one
-        wait_for(net.cluster.all_hear_all, 30, "all hear all after n2 started again")
+        wait_for(net.cluster.all_hear_all, 30, "all hear all after n2 started again", while_restarting=True)
     assert shaper_containers(bed_inventory, run.run_id) == {h: [] for h in bed_inventory.names}
 
 
