@@ -237,11 +237,18 @@ def _docker_net(loaded: Loaded, run_id: str, runs_dir: Path, seed: int, progress
     """A fresh cluster and its DockerNet; at the end (whatever happens) every fault healed, the nodes stopped
     (their histories complete on disk), the logs saved, and the removal of containers and networks started in
     the background: `background` waits for it (and raises its error) when it closes, after the analysis."""
+    from chaos.net import backends
     from chaos.net.docker import DockerNet
 
     inventory, placement = hosts or (None, None)
-    cluster = clusters.up(loaded.scenario.cluster.nodes, node_env=loaded.node_env(), runs_dir=runs_dir,
-                          run_id=run_id, log=progress.log, inventory=inventory, placement=placement)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="probe") as pool:
+        # this machine's fault backends are probed (0.3 s, once per process) while the nodes start, not by the
+        # timeline's first link or message fault, which landed that much late; other hosts need no probe
+        probed = pool.submit(backends.capabilities) if inventory is None else None
+        cluster = clusters.up(loaded.scenario.cluster.nodes, node_env=loaded.node_env(), runs_dir=runs_dir,
+                              run_id=run_id, log=progress.log, inventory=inventory, placement=placement)
+        if probed is not None:
+            probed.result()
     net = None
     try:
         net = DockerNet(cluster, seed=seed, log=progress.log)

@@ -2,6 +2,7 @@
 shaper), else `iptables` (statistic loss; pure loss only). The kernel is probed once per process."""
 from __future__ import annotations
 
+import threading
 from typing import Mapping
 
 from chaos.faults.grudge import LinkFault
@@ -9,19 +10,20 @@ from node.errors import EnvironmentProblem, UsageError
 
 BACKENDS = ("netem", "nfqueue", "iptables")
 _caps: dict[str, tuple[bool, str]] = {}
+_probing = threading.Lock()  # runs side by side (scenario variants) probe once
 
 
 def capabilities() -> dict[str, tuple[bool, str]]:
     """Which link-fault backends this kernel offers: name -> (available, detail). Probed once per process."""
-    if not _caps:
-        from chaos.cluster import doctor
+    with _probing:
+        if not _caps:
+            from chaos.cluster import doctor
 
-        netem_check = doctor.check_netem(doctor.system_probe)
-        nfq_check = doctor.check_nfqueue(doctor.system_probe)
-        nfq_ok, nfq_detail = nfq_check.ok, nfq_check.detail
-        _caps.update(netem=(netem_check.ok, netem_check.detail), nfqueue=(nfq_ok, nfq_detail),
-                     iptables=(True, "iptables statistic (pure loss only, kernel RNG: not seeded)"))
-    return dict(_caps)
+            netem_check = doctor.check_netem(doctor.system_probe)
+            nfq_check = doctor.check_nfqueue(doctor.system_probe)
+            _caps.update(netem=(netem_check.ok, netem_check.detail), nfqueue=(nfq_check.ok, nfq_check.detail),
+                         iptables=(True, "iptables statistic (pure loss only, kernel RNG: not seeded)"))
+        return dict(_caps)
 
 
 def remote_capabilities() -> dict[str, tuple[bool, str]]:
