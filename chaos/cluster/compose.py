@@ -19,6 +19,7 @@ from node.wire import DATA_PORT
 
 NODE_UID = 10001
 RUN_MOUNT = "/splitlab/run"
+STOP_GRACE_S = 10  # SIGTERM, then SIGKILL after this long (a node closes its history on SIGTERM)
 
 
 def node_environment(node: str, members: list[str], run: str, token: str, extra_env: dict[str, str]) -> dict[str, str]:
@@ -46,7 +47,7 @@ def _service(node: str, members: list[str], run: str, image: str, run_dir: str, 
         "user": f"{NODE_UID}:{NODE_UID}",
         "cap_drop": ["ALL"],
         "security_opt": ["no-new-privileges:true"],
-        "stop_grace_period": "10s",
+        "stop_grace_period": f"{STOP_GRACE_S}s",
     }
 
 

@@ -11,6 +11,7 @@ import os
 import secrets
 import shutil
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -29,6 +30,7 @@ from chaos.hosts.remote import RemoteHost
 from node.errors import CommandFailed, EnvironmentProblem, SplitlabError, UsageError
 
 LABEL_DIR = "splitlab.dir"
+READY_POLL_S = 0.05  # nodes hear each other within a heartbeat (250 ms) of starting: a poll adds at most this
 Log = Callable[[str], None]
 
 
@@ -209,7 +211,7 @@ def _wait_all_hear(client: docker.DockerClient | None, cluster: Cluster, timeout
                 last[info.name] = exc
         if all(isinstance(h, set) and h == names - {n} for n, h in last.items()):
             return
-        time.sleep(0.25)
+        time.sleep(READY_POLL_S)
     lagging = [n for n, h in last.items() if not (isinstance(h, set) and h == names - {n})]
     logs = []
     for node in lagging:
@@ -288,13 +290,11 @@ def stop(run_id: str, log: Log = _quiet) -> None:
     ctrs = run_containers(client, run_id)
     if not ctrs:
         return
-    compose_file = _heal_first(ctrs, run_id, log)
-    if compose_file.is_file():
-        run([*compose_command(), "-p", project_name(run_id), "-f", str(compose_file), "stop", "--timeout", "10"],
-            timeout_s=180)
-    else:
-        for ctr in ctrs:
-            ctr.stop(timeout=10)
+    _heal_first(ctrs, run_id, log)
+    # all at once through the engine's API (`docker compose stop` took 0.8 s for what the engine does in 0.2 s)
+    with ThreadPoolExecutor(max_workers=len(ctrs), thread_name_prefix="stop") as pool:
+        for done in [pool.submit(ctr.stop, timeout=compose.STOP_GRACE_S) for ctr in ctrs]:
+            done.result()
     log(f"run {run_id}: stopped {len(ctrs)} container(s)")
 
 
