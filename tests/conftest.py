@@ -2,16 +2,15 @@
 `pytest11` entry point `splitlab`): this file refuses to start without it, so that an environment installed
 before the entry point existed fails with its fix instead of with "fixture 'splitlab_up' not found".
 
-Under pytest-xdist (`make test`: `-n 2`) the tests of `tests/cluster/` and `tests/scenarios/` (every container
-test; not the netem VM test, which boots qemu) are one work unit: they run in one worker, one after the other, as
-without xdist (their timing matters), while the other worker takes the multi-host tests (their own unit: a bed
-of three hosts whose CPU weight is a quarter of a container's, whose runs live on those hosts, and which watch
-only their own runs; 3 of the container unit's 13 minutes) and then the unit tests one by one; the Spark
-cluster test joins the container unit (WITH_CONTAINERS). (The scheduler groups by path: xdist's own
-`--dist loadgroup` marks nodes ids in a way pytest 9 no longer keeps.) The workers run at nice 10, which (with
-Linux's autogroups) yields only to the test session's other processes; the instruments whose timing is the
-measurement raise their own priority above the whole load (the NFQUEUE shaper, the netem VM's qemu:
-chaos/host/priority.py)."""
+Under pytest-xdist (`make test`: `-n 2`) the tests of `tests/cluster/` and `tests/scenarios/` (every container test
+but the multi-host ones; not the netem VM test, which boots qemu) are one work unit: they run in one worker, one
+after the other, as without xdist (their timing matters), while the other worker takes the multi-host tests (their
+own unit: a bed of three hosts whose CPU weight is a quarter of a container's, whose runs live on those hosts, and
+which watch only their own runs; two minutes and more of containers) and then the unit tests one by one; the Spark
+cluster test joins the container unit (WITH_CONTAINERS). (The scheduler groups by path: xdist's own `--dist
+loadgroup` marks nodes ids in a way pytest 9 no longer keeps.) The workers run at nice 10, which (with Linux's
+autogroups) yields only to the test session's other processes; the instruments whose timing is the measurement raise
+their own priority above the whole load (the NFQUEUE shaper, the netem VM's qemu: chaos/host/priority.py)."""
 from __future__ import annotations
 
 import os
