@@ -1,8 +1,10 @@
-"""Cluster lifecycle on Docker Compose: `up` a run of N nodes, wait until all hear all, `down` it, list runs.
+"""Cluster lifecycle on Docker: `up` a run of N nodes, wait until all hear all, `stop` or `down` it, list runs.
 
 A run owns: the compose project `splitlab-<run>`, its containers and its two networks (all labelled
-`splitlab.run=<run>`), and the directory `runs/<run>/` (history, compose file, run.json). `down` removes the
-containers and networks and keeps the directory. Whatever fails during `up` removes what it started.
+`splitlab.run=<run>`), and the directory `runs/<run>/` (history, compose file, run.json). `up` starts the compose
+file; `stop` and `down` act on the labelled containers and networks through the engine's API, every container at
+once. `down` removes the containers and networks and keeps the directory. Whatever fails during `up` removes
+what it started.
 """
 from __future__ import annotations
 
