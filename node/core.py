@@ -142,6 +142,12 @@ class Protocol:
     def on_received(self, now_s: float, src: str, msg: Any) -> list[Effect]:
         return []
 
+    # A layer may also define `handle_batch(now_s, src, msgs) -> effects`: the messages of one datagram that it
+    # claims, in order, at once. It must give the effects that `handle(Received)` on each would give, in order,
+    # except that the bookkeeping after an event (timer arming, unblocked windows) may run once after the batch
+    # (a `window_unblocked` then reports the window's `low` after the batch).
+    # `node.stack.Stack.received_batch` uses it; a layer without it gets the messages one by one.
+
     def on_timer(self, now_s: float, key: Hashable) -> list[Effect]:
         return []
 

@@ -3,10 +3,11 @@
 Both the asyncio UDP runtime (`node.runtime`) and the seeded simulator (`node.sim.simulator`) are a `Driver` plus
 their IO; nothing here touches a socket, a clock or an event loop. A `Driver` owns:
 - the receive path: decode (`node.wire.decode_datagram_from`), the incarnation gate (`node.incarnation.Lives`),
-  `PeerRestarted` before a new life's first message, then every message to the layer that claims it. Wire input
-  never raises: what is refused is counted in `dropped` by reason (the codec's `WireError` reasons, the gate's
-  `DROP_REASONS`, `unhandled-type` for a message no layer claims) and recorded as `datagram_dropped`, at most
-  `MAX_DROP_EVENTS_PER_REASON` times per reason (a flood cannot flood the history);
+  `PeerRestarted` before a new life's first message, then the datagram's messages to the layers that claim them
+  (`node.stack.Stack.received_batch`: a run of DATA to one layer in one call), their effects carried out after.
+  Wire input never raises: what is refused is counted in `dropped` by reason (the codec's `WireError` reasons,
+  the gate's `DROP_REASONS`, `unhandled-type` for a message no layer claims) and recorded as `datagram_dropped`,
+  at most `MAX_DROP_EVENTS_PER_REASON` times per reason (a flood cannot flood the history);
 - the effects: `Send` goes to the outbox (destination -> message objects, encoded only when the host takes them,
   so the simulator can still fault single messages), `SetTimer` / `CancelTimer` go to the host, `Deliver` is
   counted and recorded as `app_deliver` (with the payload's message id), `Emit` is recorded as it is,
@@ -89,12 +90,10 @@ class Driver:
                 self.record("peer_restarted", {"peer": sender, "incarnation": incarnation, "previous": previous})
             self.apply(self.stack.peer_restarted(now_s, sender))
         counters["messages_received"] += len(messages)
-        stack = self.stack
-        for msg in messages:
-            if stack.handles(msg):
-                self.apply(stack.received(now_s, sender, msg))
-            else:
-                self.dropped[UNHANDLED] += 1
+        effects, unclaimed = self.stack.received_batch(now_s, sender, messages)
+        if unclaimed:
+            self.dropped[UNHANDLED] += unclaimed
+        self.apply(effects)
 
     def timer(self, now_s: float, key: Hashable) -> None:
         """The timer the host was given under `key` is due."""

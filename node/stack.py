@@ -1,7 +1,8 @@
 """A node's protocol stack: several sans-IO layers, each fed the events that belong to it.
 
 `Stack` is itself sans-IO and is what both the UDP runtime and the simulator drive:
-- a `Received` message goes to the layer whose `MESSAGES` lists its class;
+- a `Received` message goes to the layer whose `MESSAGES` lists its class; the driver feeds a datagram's messages
+  together (`received_batch`), and a layer with `handle_batch` takes a run of them in one call;
 - timers are namespaced per layer: a layer's `SetTimer(key)` becomes `SetTimer((layer_name, key))`, and the
   runtime's `TimerFired((layer_name, key))` goes back to that layer as `TimerFired(key)`;
 - an `AppRequest` goes to the layer named in `request(layer, ...)`;
@@ -59,11 +60,44 @@ class Stack:
         return type(msg) in self._by_message
 
     def received(self, now_s: float, src: str, msg: Any) -> list[Effect]:
-        """Feed a decoded message; a message no layer claims yields no effects (the runtime counts it)."""
+        """Feed one decoded message; a message no layer claims yields no effects (the runtime counts it)."""
         name = self._by_message.get(type(msg))
         if name is None:
             return []
         return self._scoped(name, self.layers[name].handle(now_s, Received(src, msg)), now_s)
+
+    def received_batch(self, now_s: float, src: str, msgs: list[Any]) -> tuple[list[Effect], int]:
+        """Feed the messages of one datagram, in order: (their effects, how many no layer claims). A run of
+        messages for a layer with `handle_batch` (`node.core.Protocol`) goes to it at once (a bundled datagram
+        of DATA or acks: one call, the layer's bookkeeping once); any other message is fed on its own, as by
+        `received`, so a view a message installs reaches every layer before the next message."""
+        by_message = self._by_message
+        out: list[Effect] = []
+        unclaimed = 0
+        run: list[Any] = []
+        run_layer = None
+        for msg in msgs:
+            name = by_message.get(type(msg))
+            if name is None:
+                unclaimed += 1
+                continue
+            if run and name != run_layer:
+                out += self._batch(run_layer, run, now_s, src)
+                run = []
+            run_layer = name
+            run.append(msg)
+        if run:
+            out += self._batch(run_layer, run, now_s, src)
+        return out, unclaimed
+
+    def _batch(self, name: str, msgs: list[Any], now_s: float, src: str) -> list[Effect]:
+        handle_batch = getattr(self.layers[name], "handle_batch", None)
+        if handle_batch is not None:
+            return self._scoped(name, handle_batch(now_s, src, msgs), now_s)
+        out: list[Effect] = []
+        for msg in msgs:
+            out += self.received(now_s, src, msg)
+        return out
 
     def timer(self, now_s: float, key: Hashable) -> list[Effect]:
         name, inner = key  # keys are always (layer, key) because _scoped made them so

@@ -276,12 +276,19 @@ class UnicastData(Message):
 
     @classmethod
     def decode_body(cls, body: bytes) -> "UnicastData":
-        (seqno, conn_id, first, length), tail = _split_tail(cls, body)
-        if length > len(tail):
-            raise WireError("truncated", f"UnicastData payload_len {length}, only {len(tail)} bytes follow")
-        if length < len(tail):
-            raise WireError("absurd", f"UnicastData payload_len {length}, but {len(tail)} bytes follow")
-        return cls(seqno, conn_id, _flag(cls, first), bytes(tail))
+        # `_split_tail` and `_flag` written out: the node decodes one of these per message it receives
+        head = cls._STRUCT
+        if len(body) < head.size:
+            _split_tail(cls, body)  # raises its "truncated"
+        seqno, conn_id, first, length = head.unpack_from(body, 0)
+        follow = len(body) - head.size
+        if length != follow:
+            if length > follow:
+                raise WireError("truncated", f"UnicastData payload_len {length}, only {follow} bytes follow")
+            raise WireError("absurd", f"UnicastData payload_len {length}, but {follow} bytes follow")
+        if first > 1:
+            _flag(cls, first)  # raises its "absurd"
+        return cls(seqno, conn_id, first == 1, body[head.size:])
 
 
 @register

@@ -112,7 +112,19 @@ class Nakack4(Protocol):
 
     # --- sans-IO entry points ---------------------------------------------------------------------------------
     def handle(self, now_s: float, event: Any) -> list[Effect]:
-        effects = super().handle(now_s, event)
+        return self._after(now_s, super().handle(now_s, event))
+
+    def handle_batch(self, now_s: float, src: str, msgs: list[Any]) -> list[Effect]:
+        """The messages of one datagram from `src` (`node.core.Protocol`): the timer is looked at once, after
+        the last."""
+        on_received = self.on_received
+        effects: list[Effect] = []
+        for msg in msgs:
+            effects += on_received(now_s, src, msg)
+        return self._after(now_s, effects)
+
+    def _after(self, now_s: float, effects: list[Effect]) -> list[Effect]:
+        """After every event: the retransmit timer is armed when work appeared."""
         if self._timer_at is None and self._needs_timer():
             self._timer_at = now_s + self._xmit_s
             effects.append(SetTimer(XMIT_TIMER, self._timer_at))

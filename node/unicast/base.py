@@ -17,7 +17,7 @@ from node.errors import UsageError, WindowFull
 from node.unicast.config import UnicastConfig
 from node.unicast.connid import first_conn_id, next_stream, stream_start
 from node.unicast.entries import CLOSING, OPEN, ReceiveEntry, SendEntry
-from node.unicast.window import ReceiveWindow, SendWindow
+from node.unicast.window import NEW, ReceiveWindow, SendWindow
 from node.wire import (HEAD_BYTES, MAX_DATAGRAM_BYTES, MAX_SENDER_BYTES, SendFirstSeqno, UnicastAck, UnicastClose,
                        UnicastData, UnicastStable, UnicastSync, UnicastSyncAck, UnicastSyncOk, UnicastXmitReq)
 
@@ -72,7 +72,20 @@ class UnicastBase(Protocol):
 
     # --- the sans-IO entry points -----------------------------------------------------------------------------
     def handle(self, now_s: float, event: Any) -> list[Effect]:
-        effects = super().handle(now_s, event)
+        return self._after(now_s, super().handle(now_s, event))
+
+    def handle_batch(self, now_s: float, src: str, msgs: list[Any]) -> list[Effect]:
+        """The messages of one datagram from `src` (`node.core.Protocol`): unblocked windows and the timer are
+        looked at once, after the last."""
+        on_received = self.on_received
+        effects: list[Effect] = []
+        for msg in msgs:
+            effects += on_received(now_s, src, msg)
+        return self._after(now_s, effects)
+
+    def _after(self, now_s: float, effects: list[Effect]) -> list[Effect]:
+        """What follows every event: windows that have room again are told, the retransmit timer is armed when
+        work appeared."""
         if self._blocked:
             self._unblock(now_s, effects)
         if self._timer_at is None and self._needs_timer():
@@ -233,12 +246,11 @@ class UnicastBase(Protocol):
 
     def _deliver_new(self, src: str, entry: ReceiveEntry, msg: UnicastData, out: list[Effect]) -> tuple[str, int]:
         """Add `msg` to the window and deliver what became deliverable. Returns (window result, delivered)."""
-        result = entry.window.add(msg.seqno, msg.payload)
-        if result != "new":
+        result, ready = entry.window.take(msg.seqno, msg.payload)
+        if result != NEW:
             entry.counters[result] += 1
             out.append(self._data_rx(src, msg, result))
             return result, 0
-        ready = entry.window.drain()
         entry.counters["received"] += 1
         out.append(self._data_rx(src, msg, "deliver" if ready else "buffer"))
         for _seqno, payload in ready:

@@ -102,6 +102,16 @@ class ReceiveWindow:
             self.highest_received = seqno
         return NEW
 
+    def take(self, seqno: int, payload: bytes) -> tuple[str, list[tuple[int, bytes]]]:
+        """`add`, then `drain` if it was new: (what `add` returns, the messages now deliverable in order)."""
+        if seqno == self.highest_delivered + 1 and not self.buffered:  # in order, nothing held (capacity >= 1)
+            self.highest_delivered = seqno
+            if seqno > self.highest_received:
+                self.highest_received = seqno
+            return NEW, [(seqno, payload)]
+        result = self.add(seqno, payload)
+        return result, (self.drain() if result == NEW else [])
+
     def drain(self) -> list[tuple[int, bytes]]:
         """Remove and return the messages that are now deliverable in order."""
         out: list[tuple[int, bytes]] = []
