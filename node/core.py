@@ -127,12 +127,13 @@ class Protocol:
     """
 
     def handle(self, now_s: float, event: Event) -> list[Effect]:
-        if isinstance(event, Received):
+        cls = type(event)  # the exact classes first: `is` costs no call (a request or a timer per message sent)
+        if cls is Received or isinstance(event, Received):
             return self.on_received(now_s, event.src, event.msg)
-        if isinstance(event, TimerFired):
-            return self.on_timer(now_s, event.key)
-        if isinstance(event, AppRequest):
+        if cls is AppRequest or isinstance(event, AppRequest):
             return self.on_request(now_s, event.op, event.args)
+        if cls is TimerFired or isinstance(event, TimerFired):
+            return self.on_timer(now_s, event.key)
         if isinstance(event, ViewInstalled):
             return self.on_view(now_s, event.view_id, event.members)
         if isinstance(event, PeerRestarted):

@@ -110,16 +110,23 @@ async def run(runtime: WorkloadHost, workload: Workload) -> None:
     started = loop.time()
     multicast = spec.kind == "multicast"
     record = runtime.history.record
+    request = runtime.request
     try:
         for index in range(spec.count):
             msg_id = runtime.new_msg_id()
             payload = make_payload(msg_id, spec.size)
+            sent = {"msg_id": msg_id, "kind": spec.kind, "to": spec.to, "size": len(payload)}
+            if not multicast:
+                record("app_send", sent)
+            args = {"payload": payload} if multicast else {"to": spec.to, "payload": payload}
+            while True:  # the send, and while the layer answers WindowFull, a wait for room and another try
+                try:
+                    request(spec.layer, "send", args)
+                    break
+                except WindowFull:  # no await between the refusal and the wait: an unblock cannot slip in between
+                    await _room(runtime, workload)
             if multicast:
-                await _send_when_room(runtime, workload, {"payload": payload})
-                record("app_send", {"msg_id": msg_id, "kind": spec.kind, "to": spec.to, "size": len(payload)})
-            else:
-                record("app_send", {"msg_id": msg_id, "kind": spec.kind, "to": spec.to, "size": len(payload)})
-                await _send_when_room(runtime, workload, {"to": spec.to, "payload": payload})
+                record("app_send", sent)
             workload.sent += 1
             if spec.rate_per_s > 0:
                 delay_s = started + (index + 1) / spec.rate_per_s - loop.time()
@@ -133,20 +140,15 @@ async def run(runtime: WorkloadHost, workload: Workload) -> None:
         workload.done = True
 
 
-async def _send_when_room(runtime: WorkloadHost, workload: Workload, args: dict[str, Any]) -> None:
-    """Send through the workload's layer; while it answers WindowFull, wait for `window_unblocked` and retry."""
+async def _room(runtime: WorkloadHost, workload: Workload) -> None:
+    """Wait for the next `window_unblocked` after the workload's layer refused a send (WindowFull); counted as a
+    block of the workload. A coroutine only then: a send the layer takes costs no await."""
     loop = asyncio.get_running_loop()
-    while True:
-        try:
-            runtime.request(workload.spec.layer, "send", args)
-            return
-        except WindowFull:
-            # no await between the refusal and the wait below, so an unblock cannot slip in between
-            runtime.window_open.clear()
-            workload.blocked_since_s = loop.time()
-            workload.blocked_count += 1
-            try:
-                await runtime.window_open.wait()
-            finally:
-                workload.blocked_s += loop.time() - workload.blocked_since_s
-                workload.blocked_since_s = None
+    runtime.window_open.clear()
+    workload.blocked_since_s = loop.time()
+    workload.blocked_count += 1
+    try:
+        await runtime.window_open.wait()
+    finally:
+        workload.blocked_s += loop.time() - workload.blocked_since_s
+        workload.blocked_since_s = None
