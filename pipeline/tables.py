@@ -241,11 +241,13 @@ class Tables:
                 .when(F.array_contains("actions", "buffer"), "buffered")
                 .when(F.size(reasons) > 0, "discarded")
                 .otherwise("taken_not_delivered"))
-        return (actions.join(resends, ["msg_id", "receiver"], "left")
-                .withColumn("resends", F.coalesce(F.col("resends"), F.lit(0)))
-                .withColumn("fate", fate)
-                .withColumn("reasons", reasons)
-                .drop("actions"))
+        # kept: the delivery check reads it twice (the first missing, the counts by fate), and its joins are the
+        # costliest plan of a failing run's analysis (kept, a 539-event run's delivery check took 0.45 s, was 0.8 s)
+        return self._keep(actions.join(resends, ["msg_id", "receiver"], "left")
+                          .withColumn("resends", F.coalesce(F.col("resends"), F.lit(0)))
+                          .withColumn("fate", fate)
+                          .withColumn("reasons", reasons)
+                          .drop("actions"))
 
     # --- retransmission ----------------------------------------------------------------------------------------
     @cached_property

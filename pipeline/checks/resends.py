@@ -28,10 +28,12 @@ def check(ctx: CheckContext, params: dict[str, Any]) -> Verdict:
                  .select(F.col("node").alias("sender"), F.col("from").alias("receiver"), "proto",
                          F.explode("seqnos").alias("seqno")).distinct())
     unrequested = resent.join(requested, KEYS, "left_anti")
-    flagged = unrequested.filter(F.col("resends") > params["max_resends"])
-    worst = unrequested.agg(F.max("resends").alias("worst"), F.count(F.lit(1)).alias("seqnos")).collect()[0]
-    rows = flagged.orderBy(F.desc("resends"), *KEYS).limit(params["show"]).collect()
-    n_flagged = flagged.count() if rows else 0
+    too_many = F.col("resends") > params["max_resends"]
+    worst = unrequested.agg(F.max("resends").alias("worst"), F.count(F.lit(1)).alias("seqnos"),
+                            F.count(F.when(too_many, 1)).alias("flagged")).collect()[0]  # one job for the three
+    n_flagged = int(worst["flagged"])
+    rows = unrequested.filter(too_many).orderBy(F.desc("resends"), *KEYS).limit(params["show"]).collect() \
+        if n_flagged else []
     examples = [{**{k: r[k] for k in KEYS}, "resends": int(r["resends"]), "first_ts": r["first_ts"],
                  "span_s": r["last_ts"] - r["first_ts"]} for r in rows]
     details = {"flagged": n_flagged, "unrequested_seqnos": int(worst["seqnos"] or 0),
