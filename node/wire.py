@@ -26,7 +26,7 @@ from __future__ import annotations
 import operator
 import struct
 import zlib
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from typing import Any, Callable, ClassVar
 
 from node.core import value

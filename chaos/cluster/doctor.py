@@ -57,8 +57,9 @@ def check_compose(probe: Probe) -> Check:
     rc, out = probe(["docker-compose", "version", "--short"])
     if rc == 0:
         return Check("Docker Compose", True, f"v1 {out.strip()}")
-    return Check("Docker Compose", False, "neither 'docker compose' nor 'docker-compose'",
-                 "apt-get install docker-compose")
+    return Check("Docker Compose", False, "neither 'docker compose' nor 'docker-compose' (splitlab starts runs "
+                 "through the engine's API; compose serves the repository's docker-compose.yml and a run's own file)",
+                 "apt-get install docker-compose", required=False)
 
 
 def check_images(present: dict[str, bool]) -> Check:

@@ -1,9 +1,9 @@
 """Cluster lifecycle on Docker: `up` a run of N nodes, wait until all hear all, `stop` or `down` it, list runs.
 
 A run owns: the compose project `splitlab-<run>`, its containers and its two networks (all labelled
-`splitlab.run=<run>`), and the directory `runs/<run>/` (history, compose file, run.json). `up` starts the compose
-file; `stop` and `down` act on the labelled containers and networks through the engine's API, every container at
-once. `down` removes the containers and networks and keeps the directory. Whatever fails during `up` removes
+`splitlab.run=<run>`), and the directory `runs/<run>/` (history, compose file, run.json). `up` writes the compose
+file and starts it through the engine's API (`chaos.cluster.engine`); `stop` and `down` act on the labelled
+containers and networks the same way, every container at once. `down` removes the containers and networks and keeps the directory. Whatever fails during `up` removes
 what it started.
 """
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
@@ -21,11 +20,10 @@ from typing import Any, Callable, Mapping
 import docker
 import docker.errors
 
-from chaos.cluster import compose, images
+from chaos.cluster import compose, engine, images
 from chaos.cluster.naming import LABEL_NODE, LABEL_RUN, check_run_id, container_name, new_run_id, node_names, project_name
 from chaos.host.netns import Netns, target
 from chaos.cluster.model import Cluster, NodeInfo
-from chaos.host.proc import run
 from chaos.hosts import multi
 from chaos.hosts.inventory import Inventory
 from chaos.hosts.remote import RemoteHost
@@ -57,16 +55,6 @@ def docker_client() -> docker.DockerClient:
         raise EnvironmentProblem(f"Docker engine not reachable: {exc}",
                                  hint="start it (systemctl start docker / service docker start) and check "
                                       "DOCKER_HOST") from None
-
-
-def compose_command() -> list[str]:
-    """`docker compose` (v2) when present, else `docker-compose` (v1). Raises `EnvironmentProblem`."""
-    if shutil.which("docker") and run(["docker", "compose", "version"], check=False).returncode == 0:
-        return ["docker", "compose"]
-    if shutil.which("docker-compose"):
-        return ["docker-compose"]
-    raise EnvironmentProblem("no Docker Compose found (neither 'docker compose' nor 'docker-compose')",
-                             hint="apt-get install docker-compose (v1) or the docker-compose-plugin (v2)")
 
 
 def runs_root() -> Path:
@@ -146,7 +134,6 @@ def up(count: int, *, log: Log = _quiet, wait_timeout_s: float = 60, node_env: d
     if placement:
         raise UsageError("--placement needs --inventory")
     client = docker_client()
-    compose_cmd = compose_command()
     image = _built_node_image()
     run_id = check_run_id(run_id) if run_id else new_run_id()
     clash = [c.name for c in run_containers(client, run_id)]
@@ -165,8 +152,12 @@ def up(count: int, *, log: Log = _quiet, wait_timeout_s: float = 60, node_env: d
     log(f"run {run_id}: starting {count} node(s) from {image}" + (" on a dual-stack data network, over IPv6"
                                                                   if ipv6 else ""))
     try:
-        run([*compose_cmd, "-p", project_name(run_id), "-f", str(compose_file), "up", "-d", "--no-build"],
-            timeout_s=300, hint="see the compose output above")
+        try:
+            engine.start(client, project_name(run_id), document)
+        except docker.errors.DockerException as exc:
+            raise EnvironmentProblem(f"run {run_id}: the Docker engine refused to start it: {exc}",
+                                     hint=f"the run's compose file is {compose_file}; 'splitlab doctor' checks the "
+                                          f"machine") from None
         cluster = Cluster(run_id, run_dir, token, _node_infos(client, run_id))
         _wait_all_hear(client, cluster, wait_timeout_s, log)
     except BaseException:

@@ -110,6 +110,21 @@ def test_a_failed_start_removes_what_it_started(splitlab_up, tmp_path):
     assert labelled(run_id) == ([], [])
 
 
+def test_an_engine_refusal_is_one_clear_error_and_removes_what_was_started(splitlab_up):
+    """The engine refuses the run's data network (a network of that name exists): the control network it made
+    goes again, the other network is not the run's and stays."""
+    run_id = f"t-eng-{secrets.token_hex(3)}"
+    squatter = docker.from_env().networks.create(f"splitlab-{run_id}_data")
+    try:
+        with pytest.raises(EnvironmentProblem) as info:
+            splitlab_up(2, run_id=run_id)
+        assert "Docker engine refused to start it" in str(info.value) and "already exists" in str(info.value)
+        assert labelled(run_id) == ([], [])
+        squatter.reload()  # still there: only what carries the run's label is removed
+    finally:
+        squatter.remove()
+
+
 def test_name_clash_is_refused_without_touching_the_existing_run(splitlab_up):
     run = splitlab_up(1)
     with pytest.raises(UsageError) as info:

@@ -1,0 +1,58 @@
+"""A run's compose document as the engine API's arguments (chaos.cluster.engine): every key `render` writes, for
+IPv4 and dual-stack runs with per-node environments, becomes an argument; Compose's own labels are added so
+compose still sees the run; a key the engine does not handle is refused by name instead of being dropped. (Every
+container test starts its cluster through `engine.start`.)"""
+from __future__ import annotations
+
+import pytest
+
+from chaos.cluster import compose, engine
+from chaos.cluster.naming import LABEL_NODE, LABEL_RUN
+
+RUN = "261125-000000-abcd"
+PROJECT = f"splitlab-{RUN}"
+
+
+def _document(ipv6: bool) -> dict:
+    return compose.render(RUN, ["n1", "n2", "n3"], "splitlab-node:x", "/runs/x", "tok",
+                          {"n2": {"SPLITLAB_BUNDLE_MAX_BYTES": "0"}}, ipv6=ipv6)
+
+
+@pytest.mark.parametrize("ipv6", [False, True])
+def test_every_service_becomes_create_arguments_with_composes_labels(ipv6: bool) -> None:
+    document = _document(ipv6)
+    for name, svc in document["services"].items():
+        spec = engine.container_spec(PROJECT, name, svc)
+        create = spec.create
+        assert (create["image"], create["name"], create["hostname"], create["user"]) == \
+            ("splitlab-node:x", svc["container_name"], name, svc["user"])
+        assert create["environment"] == svc["environment"] and create["stop_timeout"] == compose.STOP_GRACE_S
+        labels = create["labels"]
+        assert labels[LABEL_RUN] == RUN and labels[LABEL_NODE] == name
+        assert labels["com.docker.compose.project"] == PROJECT and labels["com.docker.compose.service"] == name
+        assert spec.host == {"binds": ["/runs/x:" + compose.RUN_MOUNT], "cap_drop": ["ALL"],
+                             "security_opt": ["no-new-privileges:true"]}
+        by_key = {key: (aliases, ip6) for key, aliases, ip6 in spec.networks}
+        assert list(by_key) == ["data", "control"]
+        assert by_key["data"][0] == [name, f"{name}-data"] and by_key["control"] == ([name, f"{name}-control"], None)
+        assert (by_key["data"][1] is not None) == ipv6
+        if ipv6:
+            assert by_key["data"][1] == svc["networks"]["data"]["ipv6_address"]
+    assert engine.container_spec(PROJECT, "n2", document["services"]["n2"]).create["environment"][
+        "SPLITLAB_BUNDLE_MAX_BYTES"] == "0"
+
+
+def test_a_key_the_engine_does_not_handle_is_refused_by_name() -> None:
+    svc = _document(False)["services"]["n1"]
+    with pytest.raises(ValueError, match="cpu_shares"):
+        engine.container_spec(PROJECT, "n1", {**svc, "cpu_shares": 256})
+    with pytest.raises(ValueError, match="priority"):
+        engine.container_spec(PROJECT, "n1", {**svc, "networks": {"data": {"aliases": [], "priority": 1}}})
+    with pytest.raises(ValueError, match="internal"):
+        engine._create_network(None, PROJECT, "data", {"driver": "bridge", "internal": True})
+    with pytest.raises(ValueError, match="whole seconds"):
+        engine.container_spec(PROJECT, "n1", {**svc, "stop_grace_period": "1m30s"})
+
+
+def test_networks_are_named_as_compose_names_them() -> None:
+    assert engine.network_name(PROJECT, "data") == f"{PROJECT}_data"
