@@ -144,10 +144,8 @@ class Protocol:
         return []
 
     # A layer may also define `handle_batch(now_s, src, msgs) -> effects`: the messages of one datagram that it
-    # claims, in order, at once. It must give the effects that `handle(Received)` on each would give, in order,
-    # except that the bookkeeping after an event (timer arming, unblocked windows) may run once after the batch
-    # (a `window_unblocked` then reports the window's `low` after the batch).
-    # `node.stack.Stack.received_batch` uses it; a layer without it gets the messages one by one.
+    # claims, in order, at once (`BatchingProtocol`). `node.stack.Stack.received_batch` uses it; a layer without
+    # it gets the messages one by one.
 
     def on_timer(self, now_s: float, key: Hashable) -> list[Effect]:
         return []
@@ -160,6 +158,26 @@ class Protocol:
 
     def on_peer_restarted(self, now_s: float, peer: str) -> list[Effect]:
         return []
+
+
+class BatchingProtocol(Protocol):
+    """A protocol with bookkeeping after every event (`_after(now_s, effects)`: arming a timer when work appeared,
+    telling windows that have room again) that takes the messages of one datagram in one call: `handle_batch`
+    gives the effects `handle(Received)` on each would give, in order, with the bookkeeping once after the last
+    (a `window_unblocked` then reports the window's `low` after the batch)."""
+
+    def handle(self, now_s: float, event: Event) -> list[Effect]:
+        return self._after(now_s, super().handle(now_s, event))
+
+    def handle_batch(self, now_s: float, src: str, msgs: list[Any]) -> list[Effect]:
+        on_received = self.on_received
+        effects: list[Effect] = []
+        for msg in msgs:
+            effects += on_received(now_s, src, msg)
+        return self._after(now_s, effects)
+
+    def _after(self, now_s: float, effects: list[Effect]) -> list[Effect]:
+        return effects
 
 
 # --- application payloads -----------------------------------------------------------------------------------

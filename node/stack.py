@@ -68,8 +68,8 @@ class Stack:
 
     def received_batch(self, now_s: float, src: str, msgs: list[Any]) -> tuple[list[Effect], int]:
         """Feed the messages of one datagram, in order: (their effects, how many no layer claims). A run of
-        messages for a layer with `handle_batch` (`node.core.Protocol`) goes to it at once (a bundled datagram
-        of DATA or acks: one call, the layer's bookkeeping once); any other message is fed on its own, as by
+        messages for a layer with `handle_batch` (`node.core.BatchingProtocol`) goes to it at once (a bundled
+        datagram of DATA or acks: one call, the layer's bookkeeping once); any other message is fed on its own, as by
         `received`, so a view a message installs reaches every layer before the next message."""
         by_message = self._by_message
         out: list[Effect] = []

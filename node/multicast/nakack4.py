@@ -53,7 +53,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, ClassVar, Hashable, Iterable
 
-from node.core import Deliver, Effect, Emit, Protocol, Send, SetTimer, payload_arg, payload_msg_id
+from node.core import BatchingProtocol, Deliver, Effect, Emit, Send, SetTimer, payload_arg, payload_msg_id
 from node.errors import ConfigError, UsageError
 from node.multicast.bounds import SEQNO_MAX, state_problem, xmit_req_problem
 from node.multicast.config import SYNC_MODES, Nakack4Config
@@ -73,7 +73,7 @@ ALL_MESSAGES: tuple[type, ...] = (Nakack4Msg, Nakack4XmitReq, Nakack4XmitRsp, Na
                                   BcastStateReq)
 
 
-class Nakack4(Protocol):
+class Nakack4(BatchingProtocol):
     """NAKACK4 for member `local`; `members` is the initial view (every window and ack starting at 0)."""
 
     NAME: ClassVar[str] = "nakack4"
@@ -111,20 +111,9 @@ class Nakack4(Protocol):
                           BcastStateReq: self._on_state_req}
 
     # --- sans-IO entry points ---------------------------------------------------------------------------------
-    def handle(self, now_s: float, event: Any) -> list[Effect]:
-        return self._after(now_s, super().handle(now_s, event))
-
-    def handle_batch(self, now_s: float, src: str, msgs: list[Any]) -> list[Effect]:
-        """The messages of one datagram from `src` (`node.core.Protocol`): the timer is looked at once, after
-        the last."""
-        on_received = self.on_received
-        effects: list[Effect] = []
-        for msg in msgs:
-            effects += on_received(now_s, src, msg)
-        return self._after(now_s, effects)
-
     def _after(self, now_s: float, effects: list[Effect]) -> list[Effect]:
-        """After every event: the retransmit timer is armed when work appeared."""
+        """After every event, or a datagram's messages (`node.core.BatchingProtocol`): the retransmit timer is
+        armed when work appeared."""
         if self._timer_at is None and self._needs_timer():
             self._timer_at = now_s + self._xmit_s
             effects.append(SetTimer(XMIT_TIMER, self._timer_at))

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Callable, ClassVar, Hashable, Iterable
 
-from node.core import Deliver, Effect, Emit, Protocol, Send, SetTimer, payload_arg, payload_msg_id
+from node.core import BatchingProtocol, Deliver, Effect, Emit, Send, SetTimer, payload_arg, payload_msg_id
 from node.errors import UsageError, WindowFull
 from node.unicast.config import UnicastConfig
 from node.unicast.connid import first_conn_id, next_stream, stream_start
@@ -39,7 +39,7 @@ def _peer_arg(args: dict[str, Any], name: str, local: str) -> str:
     return value
 
 
-class UnicastBase(Protocol):
+class UnicastBase(BatchingProtocol):
     """Reliable unicast from `local` to its peers; see the module docstring for what a variant provides."""
 
     NAME: ClassVar[str] = "unicast"
@@ -71,21 +71,9 @@ class UnicastBase(Protocol):
         }
 
     # --- the sans-IO entry points -----------------------------------------------------------------------------
-    def handle(self, now_s: float, event: Any) -> list[Effect]:
-        return self._after(now_s, super().handle(now_s, event))
-
-    def handle_batch(self, now_s: float, src: str, msgs: list[Any]) -> list[Effect]:
-        """The messages of one datagram from `src` (`node.core.Protocol`): unblocked windows and the timer are
-        looked at once, after the last."""
-        on_received = self.on_received
-        effects: list[Effect] = []
-        for msg in msgs:
-            effects += on_received(now_s, src, msg)
-        return self._after(now_s, effects)
-
     def _after(self, now_s: float, effects: list[Effect]) -> list[Effect]:
-        """What follows every event: windows that have room again are told, the retransmit timer is armed when
-        work appeared."""
+        """What follows every event, or a datagram's messages (`node.core.BatchingProtocol`): windows that have
+        room again are told, the retransmit timer is armed when work appeared."""
         if self._blocked:
             self._unblock(now_s, effects)
         if self._timer_at is None and self._needs_timer():
