@@ -4,7 +4,7 @@ every container at once (created, joined to its second network, started).
 The document stays the one description of a cluster: it is written into the run directory, and what is created
 here carries the labels Docker Compose gives its own (project, service, network), so `docker-compose -p <project>
 -f <run dir>/docker-compose.yml ps` or `logs` still see the run. Compose itself (v1 here, a Python program) took
-1.1 s to start two nodes, 0.35 s of it before doing anything; the API takes about 0.6 s.
+1.1 s to start two nodes, 0.35 s of it before doing anything; the API takes 0.7 to 0.9 s.
 
 Only the keys `render` writes are understood; any other key raises `ValueError` (a key added to the document
 must be added here too, and a unit test renders every variant of the document through `container_spec`).

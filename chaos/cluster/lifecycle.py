@@ -3,8 +3,8 @@
 A run owns: the compose project `splitlab-<run>`, its containers and its two networks (all labelled
 `splitlab.run=<run>`), and the directory `runs/<run>/` (history, compose file, run.json). `up` writes the compose
 file and starts it through the engine's API (`chaos.cluster.engine`); `stop` and `down` act on the labelled
-containers and networks the same way, every container at once. `down` removes the containers and networks and keeps the directory. Whatever fails during `up` removes
-what it started.
+containers and networks the same way, every container at once. `down` removes the containers and networks and
+keeps the directory. Whatever fails during `up` removes what it started.
 """
 from __future__ import annotations
 
