@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, Sequence, TypeVar
 
 import docker
 from docker.types import IPAMConfig, IPAMPool
@@ -23,6 +23,7 @@ _SERVICE_KEYS = {"image", "container_name", "hostname", "labels", "environment",
                  "cap_drop", "security_opt", "stop_grace_period"}
 _NETWORK_KEYS = {"driver", "labels", "enable_ipv6", "ipam"}
 _ENDPOINT_KEYS = {"aliases", "ipv6_address"}
+T = TypeVar("T")
 
 
 @dataclass
@@ -98,14 +99,18 @@ def _start_container(client: docker.DockerClient, project: str, spec: ContainerS
     api.start(created["Id"])
 
 
+def at_once(items: Sequence[T], action: Callable[[T], Any]) -> None:
+    """`action` on every item at once, one thread each (the engine works on containers in parallel). Raises the
+    first item's error after every other call finished."""
+    with ThreadPoolExecutor(max_workers=max(1, len(items)), thread_name_prefix="engine") as pool:
+        for done in [pool.submit(action, item) for item in items]:
+            done.result()
+
+
 def start(client: docker.DockerClient, project: str, document: dict[str, Any]) -> None:
     """Create the document's networks and start its containers, all at once. Raises what the engine raises
     (`docker.errors.APIError`, ...) for the first that failed, after every other one finished; the caller removes
     what was made (everything carries the run's label)."""
     specs = [container_spec(project, name, svc) for name, svc in document["services"].items()]
-    nets = document.get("networks", {})
-    with ThreadPoolExecutor(max_workers=max(1, len(nets), len(specs)), thread_name_prefix="engine") as pool:
-        for made in [pool.submit(_create_network, client, project, k, n) for k, n in nets.items()]:
-            made.result()
-        for done in [pool.submit(_start_container, client, project, s) for s in specs]:
-            done.result()
+    at_once(list(document.get("networks", {}).items()), lambda net: _create_network(client, project, *net))
+    at_once(specs, lambda spec: _start_container(client, project, spec))

@@ -12,7 +12,6 @@ import json
 import os
 import secrets
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -261,9 +260,7 @@ def _each_container(ctrs: list[Any], action: Callable[[Any], Any]) -> None:
         except docker.errors.NotFound:
             pass
 
-    with ThreadPoolExecutor(max_workers=max(1, len(ctrs)), thread_name_prefix="containers") as pool:
-        for done in [pool.submit(one, ctr) for ctr in ctrs]:
-            done.result()
+    engine.at_once(ctrs, one)
 
 
 def _heal(run_dir: Path, run_id: str, log: Log) -> None:

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from node.config import from_env
 from node.core import Emit, InstallView, Protocol, Send, SetTimer, make_payload
+from node.errors import WindowFull
 from node.layers import build_stack
 from node.stack import Stack
 from node.unicast.window import NEW, ReceiveWindow
@@ -91,7 +92,7 @@ def _stack() -> Stack:
     for n in range(SENT):
         try:
             stack.request(0.0, "unicast", "send", {"to": PEER, "payload": make_payload(f"{LOCAL}.1.{n}", 20)})
-        except Exception:  # WindowFull: the window of 4 is full; the acks below make room
+        except WindowFull:  # the window of 4 is full; the acks in the datagrams make room
             break
     return stack
 
