@@ -29,7 +29,7 @@ from pipeline.sequence import DiagramOptions
 from pipeline.session import analysis_session, resolve_master, small_history, spark_session
 from pipeline.summary import Summary
 from pipeline.tables import Tables
-from pipeline.timeline import PlotData, bucket_seconds, plot_data
+from pipeline.timeline import PlotData, bucket_seconds, duration_s, plot_data, timeline
 
 StepReporter = Callable[[str], ContextManager[None]]
 SUMMARY_FILE = "summary.json"
@@ -112,10 +112,13 @@ def analyze(run_dir: Path | str, master: str | None = None, params: Mapping[str,
         report_dir = run.report_dir
         label = f"running {len(CHECKS)} checks" + (" beside writing the tables" if report else "")
         with step(label), ThreadPoolExecutor(max_workers=max(1, check_threads), thread_name_prefix="check") as pool:
+            bucket_s = bucket_seconds(duration_s(tables))
+            # the timeline is both a table and a plot: its rows come to the driver once, before the checks start
+            timeline_rows = pool.submit(timeline(tables, bucket_s).collect).result if report else None
             pending = {c.name: pool.submit(run_check, c, ctx, resolved[c.name]) for c in CHECKS}
-            bucket_s = bucket_seconds(_duration_s(history) or 0.0)
-            written = write_tables(tables, report_dir, bucket_s, pool) if report else None
-            plotted = pool.submit(plot_data, tables) if report else None
+            written = (write_tables(tables, report_dir, bucket_s, pool, collected={"timeline": timeline_rows})
+                       if timeline_rows is not None else None)
+            plotted = pool.submit(plot_data, tables, timeline_rows) if timeline_rows is not None else None
             results = {name: future.result() for name, future in pending.items()}
             tables_written = written() if written is not None else None
         with step("counting"):

@@ -89,11 +89,13 @@ def latency_distribution(data: PlotData) -> str:
         xs = [h[0] for h in hist]
         width = xs[1] - xs[0] if len(xs) > 1 else 1.0
         ax.bar(xs, [h[1] for h in hist], width=width, align="edge", color="#1f77b4", alpha=0.8)
-        for key, colour in (("p50_ms", "#2ca02c"), ("p95_ms", "#ff7f0e"), ("p99_ms", "#d62728")):
-            value = data.latency_percentiles.get(key)
+        marked = [(key, colour, data.latency_percentiles.get(key))
+                  for key, colour in (("p50_ms", "#2ca02c"), ("p95_ms", "#ff7f0e"), ("p99_ms", "#d62728"))]
+        for key, colour, value in marked:
             if value is not None:
                 ax.axvline(value, color=colour, linestyle="--", label=f"{key[:-3]} {value:.1f} ms")
-        ax.legend(loc="upper right", fontsize="small")
+        if any(value is not None for _, _, value in marked):
+            ax.legend(loc="upper right", fontsize="small")
     else:
         _empty(ax, "no deliveries")
     ax.set_title("Send -> deliver latency")

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
 from pipeline.tables import FaultPeriod, Tables
@@ -75,16 +75,20 @@ def latency_histogram(tables: Tables, bins: int = HISTOGRAM_BINS) -> list[tuple[
     return [(low + i * width, float(counts.get(i, 0))) for i in range(bins)]
 
 
-def plot_data(tables: Tables) -> PlotData:
+def duration_s(tables: Tables) -> float:
+    return max(tables.last_ts - tables.first_ts, 0.0)
+
+
+def plot_data(tables: Tables, timeline_rows: Callable[[], list[Row]]) -> PlotData:
     """Collect everything the report draws from the tables (the checks' `pairs` and `latency_percentiles` are
-    the caller's to add); the analysis runs this beside the checks."""
-    duration_s = max(tables.last_ts - tables.first_ts, 0.0)
-    bucket_s = bucket_seconds(duration_s)
+    the caller's to add); the analysis runs this beside the checks. `timeline_rows` gives the rows of
+    `timeline(tables, bucket_seconds(duration_s(tables)))`, which the analysis also writes as a table."""
+    bucket_s = bucket_seconds(duration_s(tables))
     data = PlotData(t0_ts=tables.first_ts, bucket_s=bucket_s, nodes=list(tables.nodes),
                     faults=list(tables.fault_periods), heals_ts=list(tables.heal_times))
-    n_buckets = int(duration_s // bucket_s) + 1
+    n_buckets = int(duration_s(tables) // bucket_s) + 1
     dense: dict[str, dict[str, list[float]]] = {"deliveries": {}, "xmit_requests": {}, "resent": {}}
-    for row in timeline(tables, bucket_s).collect():
+    for row in timeline_rows():
         index = min(int(round(row["t_s"] / bucket_s)), n_buckets - 1)
         for name, series in dense.items():
             if row[name]:

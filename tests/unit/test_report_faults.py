@@ -3,6 +3,8 @@ the next heal or the run's end; an instant fault (restart, inject) has no fault_
 the plot draws it as a line, not as a shaded span reaching the next heal or the end of the run."""
 from __future__ import annotations
 
+import warnings
+
 import pytest
 
 from pipeline.tables import periods_of
@@ -59,3 +61,14 @@ def test_the_plot_draws_instants_as_lines_and_spans_as_shaded_areas():
     labelled = sorted((float(line.get_xdata()[0]), line.get_label()) for line in ax.lines
                       if not line.get_label().startswith("_"))  # one legend entry per kind
     assert labelled == [(9.5, "fault: restart"), (12, "fault: inject"), (20, "heal")]
+
+
+@pytest.mark.parametrize("percentiles", [{}, {"p50_ms": None, "p95_ms": None, "p99_ms": None}])
+def test_a_latency_plot_without_percentiles_draws_quietly(percentiles):
+    plots = pytest.importorskip("pipeline.plots", reason="the report's plots need matplotlib")
+    data = PlotData(t0_ts=T0, bucket_s=1.0, nodes=["n1"], latency_histogram=[(1.0, 3.0), (2.0, 1.0)],
+                    latency_percentiles=percentiles)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # matplotlib's "No artists with labels found to put in legend" included
+        assert plots.latency_distribution(data)
