@@ -32,10 +32,12 @@ def diagram(tables: Tables, run_dir: Path, details: Mapping[str, Mapping[str, An
               else default_window(findings, tables.fault_periods, first_ts, last_ts))
     lo_ts, hi_ts = window.start_ts - MATCH_MARGIN_S, window.end_ts + MATCH_MARGIN_S
     around = tables.of_type(*MESSAGE_EVENT_TYPES).filter(F.col("ts").between(lo_ts, hi_ts)).select(*COLUMNS)
-    total = around.count()
+    rows = around.limit(MAX_READ_EVENTS + 1).collect()  # a window that fits is read in one job, uncounted
+    total = len(rows)
     if total > MAX_READ_EVENTS:
-        around = around.orderBy(F.abs(F.col("ts") - F.lit(window.anchor_ts))).limit(MAX_READ_EVENTS)
-    events = [r.asDict() for r in around.collect()]
+        total = around.count()
+        rows = around.orderBy(F.abs(F.col("ts") - F.lit(window.anchor_ts))).limit(MAX_READ_EVENTS).collect()
+    events = [r.asDict() for r in rows]
     views = [r.asDict() for r in tables.of_type("view").filter(F.col("ts") <= hi_ts)
              .select("node", "ts", "seq", "members").collect()]
     capture = sequence_wire.capture_path(run_dir)

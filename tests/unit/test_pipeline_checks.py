@@ -125,6 +125,18 @@ def test_a_multicast_sent_before_its_sender_installs_the_merged_view_is_not_expe
     assert boundary not in {m["msg_id"] for m in summary.checks["delivery"].details["missing_msgs"]}
 
 
+def test_without_view_events_a_multicast_is_for_every_other_node(tmp_path, spark):  # noqa: F811
+    """No view in the history: every other node that wrote events should deliver a multicast."""
+    scenario = pf.clean_scenario()
+    scenario.events = [e for e in scenario.events if e.type == "node_start"]
+    scenario.multicast("n1", 1.0, {"n2": 1.01}, seqno=1)
+    summary = api.analyze(scenario.write(tmp_path / "r1"), spark=spark, report=False)
+    delivery = summary.checks["delivery"].details
+    assert (delivery["expected"], delivery["missing"]) == (2, 1)
+    assert [(m["sender"], m["receiver"]) for m in delivery["missing_msgs"]] == [("n1", "n3")]
+    assert summary.checks["views"].status == "unknown"
+
+
 def test_the_sync_traffic_limit_bounds_resync_messages_and_bytes(tmp_path, spark):  # noqa: F811
     run_dir = pf.clean_scenario().write(tmp_path / "r1")
     tight = api.analyze(run_dir, spark=spark, report=False, params={"retransmission": {"max_sync_messages": 2}})
