@@ -51,6 +51,7 @@ def write_tables(tables: Tables, report_dir: Path, bucket_s: float, pool: Execut
     as name -> a function giving the rows; they are written from those rows.
     """
     collected = collected or {}
+
     def path_of(name: str) -> Path:
         return report_dir / TABLES_DIR / f"{name}.parquet"
 
@@ -58,7 +59,7 @@ def write_tables(tables: Tables, report_dir: Path, bucket_s: float, pool: Execut
         if name in collected:
             write_rows(path_of(name), df.schema, collected[name]())
         else:
-            write_frame(df, path_of(name), small=tables.small)
+            write_frame(df, path_of(name))
         return str(path_of(name).relative_to(report_dir.parent))
 
     def write_faults() -> str:

@@ -99,11 +99,6 @@ class Tables:
         """Free every table kept for the analysis, and the events (`pipeline.kept`)."""
         self._read.release()
 
-    @property
-    def small(self) -> bool:
-        """The history fits one partition (`pipeline.session.small_history`): its tables fit the driver."""
-        return self._read.kept.small
-
     def of_type(self, *types: str) -> DataFrame:
         return self.events.filter(F.col("type").isin(*types))
 

@@ -41,13 +41,14 @@ def _read_back(spark, path) -> tuple[str, list[str]]:  # noqa: F811
 def test_the_driver_and_spark_write_the_same_table(spark, tmp_path):  # noqa: F811
     df = spark.createDataFrame(ROWS, EVERY_TYPE)
 
-    write_frame(df, tmp_path / "driver", small=True)
-    write_frame(df, tmp_path / "spark", small=False)
+    write_frame(df, tmp_path / "driver", max_rows=len(ROWS))
+    write_frame(df, tmp_path / "spark", max_rows=len(ROWS) - 1)
 
     driver, by_spark = _read_back(spark, tmp_path / "driver"), _read_back(spark, tmp_path / "spark")
     assert driver == by_spark
     assert driver[0] == EVERY_TYPE.simpleString() and len(driver[1]) == len(ROWS)
     assert [p.name for p in (tmp_path / "driver").iterdir()] == [PART_FILE]
+    assert "_SUCCESS" in {p.name for p in (tmp_path / "spark").iterdir()}  # a table above the cap: Spark wrote it
 
 
 def test_no_rows_still_give_the_table_with_its_columns(spark, tmp_path):  # noqa: F811
@@ -76,7 +77,7 @@ def test_a_type_no_table_uses_is_refused_by_name(tmp_path):
 
 def test_the_analysis_writes_each_derived_table_as_the_frame_it_comes_from(spark, tmp_path):  # noqa: F811
     run_dir = pf.with_endless_retransmission().write(tmp_path / "run")
-    summary = api.analyze(run_dir, spark=spark)  # a small history: every table written from the driver
+    summary = api.analyze(run_dir, spark=spark)  # small tables: every one written from the driver
     read = read_history(spark, locate(run_dir))
     tables = Tables(spark, read)
     try:
