@@ -12,7 +12,8 @@ thread itself (during the imports) go on with what is there.
 
 Names keep their registration order. Registering a second, different entry under a taken name raises
 `ConfigError`; registering the same one again (the same object, or one from the same origin after a reload:
-a class's `module.qualname`, or the `origin` the caller names) keeps a single entry.
+a class's `module.qualname`, or the `origin` the caller names) keeps a single entry. An entry from a module
+outside the packages is registered after the discovery, so it is the one refused when it takes a shipped name.
 """
 from __future__ import annotations
 
@@ -26,10 +27,13 @@ from node.errors import ConfigError
 T = TypeVar("T")
 
 
+_NO_MODULE = "object "
+
+
 def _origin(entry: object) -> str:
     """`module.qualname` of a class or function (what a reload keeps), else the object's identity."""
     module, qualname = getattr(entry, "__module__", None), getattr(entry, "__qualname__", None)
-    return f"{module}.{qualname}" if module and qualname else f"object {id(entry):#x}"
+    return f"{module}.{qualname}" if module and qualname else f"{_NO_MODULE}{id(entry):#x}"
 
 
 class Registry(Generic[T]):
@@ -46,10 +50,16 @@ class Registry(Generic[T]):
     def register(self, name: str, entry: T, origin: str | None = None) -> T:
         """Add `entry` under `name`; returns it (so a decorator can return the class). `origin` says where it
         comes from (default: the entry's `module.qualname`). Raises ConfigError when an entry of another origin
-        holds the name."""
+        holds the name.
+
+        An entry from a module outside the registry's packages (a test's, a user's extension) makes the registry
+        discover its own modules first: a name one of them holds is refused at this call. Registered before the
+        discovery, the outsider took the name and the shipped module's import failed later, at some lookup."""
         if not isinstance(name, str) or not name:
             raise ConfigError(f"a {self.what} needs a non-empty name, got {name!r}")
         origin = origin or _origin(entry)
+        if self._state == "new" and not origin.startswith(_NO_MODULE) and not self._holds(origin):
+            self.discover()
         held = self._origins.get(name)
         if held is not None and self._entries[name] is not entry and held != origin:
             raise ConfigError(f"{self.what} {name!r} is registered twice: by {held} and {origin}",
@@ -57,6 +67,10 @@ class Registry(Generic[T]):
         self._entries[name] = entry
         self._origins[name] = origin
         return entry
+
+    def _holds(self, origin: str) -> bool:
+        """`origin` (`module.qualname`) is in one of the registry's packages."""
+        return any(origin.startswith(f"{package}.") for package in self.packages)
 
     def unregister(self, name: str) -> None:
         """Remove `name` (tests that register a toy entry clean up with this); unknown names are ignored."""

@@ -260,17 +260,15 @@ class Tables:
                  .groupBy("requester", "sender", "proto", "seqno")
                  .agg(F.count(F.lit(1)).alias("requests"), F.min("ts").alias("first_ts"),
                       F.max("ts").alias("last_ts")))
+        # the last arrival of each seqno: it came after the first request exactly when the last one did (one
+        # equi-join; a join on `r_ts >= first_ts` and a second join to mark the rows took twice as long to plan)
         got = (self.of_type("data_rx").filter(F.col("action").isin(*RECEIVED_ACTIONS))
-               .select(F.col("node").alias("r_requester"), F.col("from").alias("r_sender"),
-                       F.col("proto").alias("r_proto"), F.col("seqno").alias("r_seqno"), F.col("ts").alias("r_ts")))
-        cond = ((F.col("requester") == F.col("r_requester")) & (F.col("sender") == F.col("r_sender"))
-                & (F.col("proto") == F.col("r_proto")) & (F.col("seqno") == F.col("r_seqno"))
-                & (F.col("r_ts") >= F.col("first_ts")))
-        received = asked.join(got, cond, "left_semi").withColumn("received", F.lit(True))
+               .groupBy(F.col("node").alias("requester"), F.col("from").alias("sender"), "proto", "seqno")
+               .agg(F.max("ts").alias("last_rx_ts")))
         return self._keep(
-            asked.join(received.select("requester", "sender", "proto", "seqno", "received"),
-                       ["requester", "sender", "proto", "seqno"], "left")
-            .withColumn("received", F.coalesce(F.col("received"), F.lit(False))))
+            asked.join(got, ["requester", "sender", "proto", "seqno"], "left")
+            .select("requester", "sender", "proto", "seqno", "requests", "first_ts", "last_ts",
+                    F.coalesce(F.col("last_rx_ts") >= F.col("first_ts"), F.lit(False)).alias("received")))
 
     @cached_property
     def reported_missing(self) -> DataFrame:

@@ -147,6 +147,31 @@ def test_a_lookup_from_another_thread_waits_for_the_discovery_under_way(tmp_path
             monkeypatch.delitem(sys.modules, name, raising=False)
 
 
+def test_an_outsider_taking_a_name_a_shipped_module_holds_is_refused_before_discovery(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test or an extension registers a name first thing: it is refused then, and the shipped entry stays
+    (registered before the discovery, the outsider broke the shipped module's import at a later lookup)."""
+    package = tmp_path / "ownpkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("from node.registry import Registry\nTHINGS = Registry('thing', ('ownpkg',))\n")
+    (package / "shipped.py").write_text("from ownpkg import THINGS\n\n@lambda cls: THINGS.register('taken', cls)\n"
+                                        "class Shipped:\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import ownpkg  # type: ignore[import-not-found]
+
+    class Outsider:
+        pass
+
+    things: Registry[type] = ownpkg.THINGS
+    try:
+        with pytest.raises(ConfigError, match="'taken' is registered twice: by ownpkg.shipped.Shipped"):
+            things.register("taken", Outsider)
+        assert things.names() == ("taken",) and things.get("taken").__module__ == "ownpkg.shipped"
+    finally:
+        for name in ("ownpkg", "ownpkg.shipped"):
+            monkeypatch.delitem(sys.modules, name, raising=False)
+
+
 def test_a_new_file_under_node_changes_the_image_tag_and_is_in_its_sources(repo_copy: Path) -> None:
     tmp_path = repo_copy
     before = images.node_tag(tmp_path)
