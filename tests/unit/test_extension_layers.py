@@ -6,12 +6,14 @@ builds the registered class, the node image's tag and context follow a new file 
 `noretx` example really never retransmits."""
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import Iterator
+from types import ModuleType
+from typing import Callable, Iterator
 
 import pytest
 
@@ -103,35 +105,45 @@ def test_the_scenario_loader_validates_layer_names_from_the_registry(toy_layer: 
     assert "expected one of 'nakack4' or 'none', got 'nakack5'" in str(info.value.problems[0])
 
 
-def test_discovery_imports_every_module_of_the_package_that_nobody_names(tmp_path: Path,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    package = tmp_path / "extpkg"
-    package.mkdir()
-    (package / "__init__.py").write_text("from node.registry import Registry\n"
-                                         "THINGS = Registry('thing', ('extpkg',))\nTHINGS.register('builtin', 1)\n")
-    (package / "mine.py").write_text("from extpkg import THINGS\nTHINGS.register('mine', 2)\n")
-    (package / "_private.py").write_text("raise AssertionError('a private module is not imported')\n")
+@pytest.fixture
+def package_of_things(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., ModuleType]]:
+    """`package_of_things(name, modules, init="")`: imports a new package `name` whose `__init__` makes
+    `THINGS = Registry('thing', (name,))` (then runs `init`), with `modules` ({file stem: source}) in it; what it
+    imported is forgotten afterwards."""
+    made: list[str] = []
+
+    def make(name: str, modules: dict[str, str], init: str = "") -> ModuleType:
+        package = tmp_path / name
+        package.mkdir()
+        (package / "__init__.py").write_text(f"from node.registry import Registry\n"
+                                             f"THINGS = Registry('thing', ({name!r},))\n{init}")
+        for stem, source in modules.items():
+            (package / f"{stem}.py").write_text(source)
+        made.append(name)
+        importlib.invalidate_caches()  # the directory is newer than the import system's view of tmp_path
+        return importlib.import_module(name)
+
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, "extpkg", raising=False)
-    import extpkg  # type: ignore[import-not-found]
+    yield make
+    for module in [m for m in sys.modules if m.split(".")[0] in made]:
+        monkeypatch.delitem(sys.modules, module)
+
+
+def test_discovery_imports_every_module_of_the_package_that_nobody_names(package_of_things) -> None:
+    extpkg = package_of_things("extpkg", {
+        "mine": "from extpkg import THINGS\nTHINGS.register('mine', 2)\n",
+        "_private": "raise AssertionError('a private module is not imported')\n"},
+        init="THINGS.register('builtin', 1)\n")
 
     things: Registry[int] = extpkg.THINGS
     assert "extpkg.mine" not in sys.modules
     assert things.names() == ("builtin", "mine") and things.get("mine") == 2
-    for name in ("extpkg", "extpkg.mine"):
-        monkeypatch.delitem(sys.modules, name)
 
 
-def test_a_lookup_from_another_thread_waits_for_the_discovery_under_way(tmp_path: Path,
-                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_lookup_from_another_thread_waits_for_the_discovery_under_way(package_of_things) -> None:
     """Two scenario runs in one process: the second thread's lookup must not see a half-discovered registry."""
-    package = tmp_path / "slowpkg"
-    package.mkdir()
-    (package / "__init__.py").write_text("from node.registry import Registry\nTHINGS = Registry('thing', ('slowpkg',))\n")
-    (package / "slow.py").write_text("import time\nfrom slowpkg import THINGS\ntime.sleep(0.3)\n"
-                                     "THINGS.register('slow', 1)\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    import slowpkg  # type: ignore[import-not-found]
+    slowpkg = package_of_things("slowpkg", {
+        "slow": "import time\nfrom slowpkg import THINGS\ntime.sleep(0.3)\nTHINGS.register('slow', 1)\n"})
 
     things: Registry[int] = slowpkg.THINGS
     first = threading.Thread(target=things.names)
@@ -143,33 +155,22 @@ def test_a_lookup_from_another_thread_waits_for_the_discovery_under_way(tmp_path
         assert things.names() == ("slow",)
     finally:
         first.join()
-        for name in ("slowpkg", "slowpkg.slow"):
-            monkeypatch.delitem(sys.modules, name, raising=False)
 
 
-def test_an_outsider_taking_a_name_a_shipped_module_holds_is_refused_before_discovery(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_outsider_taking_a_name_a_shipped_module_holds_is_refused_before_discovery(package_of_things) -> None:
     """A test or an extension registers a name first thing: it is refused then, and the shipped entry stays
     (registered before the discovery, the outsider broke the shipped module's import at a later lookup)."""
-    package = tmp_path / "ownpkg"
-    package.mkdir()
-    (package / "__init__.py").write_text("from node.registry import Registry\nTHINGS = Registry('thing', ('ownpkg',))\n")
-    (package / "shipped.py").write_text("from ownpkg import THINGS\n\n@lambda cls: THINGS.register('taken', cls)\n"
-                                        "class Shipped:\n    pass\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    import ownpkg  # type: ignore[import-not-found]
+    ownpkg = package_of_things("ownpkg", {
+        "shipped": "from ownpkg import THINGS\n\n@lambda cls: THINGS.register('taken', cls)\nclass Shipped:\n"
+                   "    pass\n"})
 
     class Outsider:
         pass
 
     things: Registry[type] = ownpkg.THINGS
-    try:
-        with pytest.raises(ConfigError, match="'taken' is registered twice: by ownpkg.shipped.Shipped"):
-            things.register("taken", Outsider)
-        assert things.names() == ("taken",) and things.get("taken").__module__ == "ownpkg.shipped"
-    finally:
-        for name in ("ownpkg", "ownpkg.shipped"):
-            monkeypatch.delitem(sys.modules, name, raising=False)
+    with pytest.raises(ConfigError, match="'taken' is registered twice: by ownpkg.shipped.Shipped"):
+        things.register("taken", Outsider)
+    assert things.names() == ("taken",) and things.get("taken").__module__ == "ownpkg.shipped"
 
 
 def test_a_new_file_under_node_changes_the_image_tag_and_is_in_its_sources(repo_copy: Path) -> None:
