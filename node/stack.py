@@ -56,9 +56,6 @@ class Stack:
                 out.append(eff)
         return out
 
-    def handles(self, msg: Any) -> bool:
-        return type(msg) in self._by_message
-
     def received(self, now_s: float, src: str, msg: Any) -> list[Effect]:
         """Feed one decoded message; a message no layer claims yields no effects (the runtime counts it)."""
         name = self._by_message.get(type(msg))

@@ -145,7 +145,7 @@ def test_runs_as_a_stack_layer() -> None:
     stack = Stack({"unicast": make_unicast("unicast3", "a", UnicastConfig(), ["a", "b"])})
     effects = stack.request(0.0, "unicast", "send", {"to": "b", "payload": b"x"})
     assert SetTimer(("unicast", TIMER_KEY), 0.1) in effects
-    assert stack.handles(UnicastAck(1, 1, 1))
+    assert stack.received_batch(0.0, "b", [UnicastAck(1, 1, 1)])[1] == 0  # claimed: none unclaimed
     assert stack.start(0.0) == []
 
 
