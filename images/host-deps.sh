@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the host packages splitlab needs when they are missing (Debian/Ubuntu, as root):
 # debootstrap (base image), iptables and iproute2 (faults), util-linux (nsenter/unshare),
-# a Java runtime for Spark, python3-venv; qemu-system-x86, busybox-static, kmod and cpio for the netem VM test (tests/netem_vm: Debian's
+# a Java runtime for Spark and a JDK for the JGroups image's trace protocol, python3-venv; qemu-system-x86, busybox-static, kmod and cpio for the netem VM test (tests/netem_vm: Debian's
 # kernel with sch_netem, booted in qemu); tcpdump, the
 # outside reader of the pcap files that `splitlab capture` writes (tests/unit/test_chaos_capture.py); chromium,
 # the headless browser that renders the report's message sequence diagram (tests/unit/test_sequence_browser.py).
@@ -15,6 +15,7 @@ have_cmd ip || need+=(iproute2)
 have_cmd tc || need+=(iproute2)
 have_cmd nsenter || need+=(util-linux)
 have_cmd java || need+=(default-jre-headless)
+have_cmd javac || need+=(default-jdk-headless)  # compiles the JGroups image's trace protocol (images/jgroups/java)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 have_cmd qemu-system-x86_64 || need+=(qemu-system-x86)
 have_pkg busybox-static || need+=(busybox-static)  # the initramfs needs the static build at /bin/busybox

@@ -50,6 +50,12 @@ CONTROL_PORT = 7000
 MAX_NODES = MAX_VIEW_MEMBERS
 NODE_COUNT = f"a whole number of nodes from 1 to {MAX_NODES}"  # what a count must be, as error messages say it
 _NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-_")
+# The variables of the node contract (NODE_CONTRACT.md): every node implementation gets them and reads them the
+# same way; the rest of this table is splitlab's own node's (another kind has variables of its own).
+CONTRACT_VARIABLES = ("SPLITLAB_NODE", "SPLITLAB_RUN", "SPLITLAB_MEMBERS", "SPLITLAB_TOKEN", "SPLITLAB_RUN_DIR",
+                      "SPLITLAB_DATA_PORT", "SPLITLAB_CONTROL_PORT", "SPLITLAB_DATA_HOST_TEMPLATE",
+                      "SPLITLAB_CONTROL_HOST_TEMPLATE", "SPLITLAB_ADDRESSES", "SPLITLAB_CONTROL_BIND",
+                      "SPLITLAB_HEARTBEAT_MS", "SPLITLAB_SILENCE_MS", "SPLITLAB_FLUSH_MS")
 
 
 def check_name(name: str, what: str = "node name") -> str:

@@ -26,18 +26,38 @@ from __future__ import annotations
 import hmac
 import json
 import os
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Protocol
 
 from aiohttp import web
 
 from node import metrics
 from node.errors import UsageError
-from node.multicast import MAX_PAYLOAD_BYTES as MULTICAST_MAX_PAYLOAD_BYTES
-from node.runtime import NodeRuntime
-from node.unicast import MAX_PAYLOAD_BYTES
-from node.workload import WorkloadSpec
+from node.workload import Workload, WorkloadSpec
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+ADMIN_OPS = ("close", "remove", "remove_receive", "sync")
+
+
+class ControlTarget(Protocol):
+    """What the control API serves: one node implementation of the node contract (NODE_CONTRACT.md). splitlab's
+    own node (`node.runtime.NodeRuntime`) and the real JGroups node (`jgnode.runtime.JgRuntime`) are two."""
+
+    name: str
+    run_id: str
+    members: tuple[str, ...]
+    boot: int
+
+    def state(self) -> dict[str, Any]: ...
+
+    def max_payload_bytes(self, kind: str) -> int | None:
+        """The largest payload a workload of `kind` (unicast, multicast) may send; None: the node has no such
+        layer (its workload posts answer 400)."""
+
+    def start_workload(self, spec: WorkloadSpec) -> Workload: ...
+
+    def request(self, layer: str, op: str, args: dict[str, Any]) -> None:
+        """A layer's operation (the ping workload, the admin verbs); raises `UsageError` for one the node does
+        not offer."""
 
 
 def rss_bytes() -> int | None:
@@ -54,7 +74,7 @@ def _error(status: int, message: str) -> web.Response:
     return web.json_response({"error": message}, status=status)
 
 
-def make_app(runtime: NodeRuntime, token: str) -> web.Application:
+def make_app(runtime: ControlTarget, token: str) -> web.Application:
     """The aiohttp application serving `runtime`'s control API, guarded by `token`."""
     expected = f"Bearer {token}".encode()
 
@@ -78,7 +98,7 @@ def make_app(runtime: NodeRuntime, token: str) -> web.Application:
         return data
 
     async def health(request: web.Request) -> web.Response:
-        return web.json_response({"ok": True, "node": runtime.config.name, "run": runtime.config.run_id,
+        return web.json_response({"ok": True, "node": runtime.name, "run": runtime.run_id,
                                   "boot": runtime.boot, "rss_bytes": rss_bytes()})
 
     async def state(request: web.Request) -> web.Response:
@@ -94,19 +114,16 @@ def make_app(runtime: NodeRuntime, token: str) -> web.Application:
         runtime.request("ping", "ping", await body(request))
         return web.json_response({"accepted": True}, status=202)
 
-    async def unicast_workload(request: web.Request) -> web.Response:
-        spec = WorkloadSpec.parse("unicast", "unicast", await body(request), runtime.config.members,
-                                  runtime.config.name, MAX_PAYLOAD_BYTES - 64)
-        item = runtime.start_workload(spec)
-        return web.json_response({"accepted": True, "workload_id": item.workload_id}, status=202)
-
-    async def multicast_workload(request: web.Request) -> web.Response:
-        if "multicast" not in runtime.stack.layers:
-            raise UsageError("this node runs no multicast layer", hint="start it with SPLITLAB_MULTICAST=nakack4")
-        spec = WorkloadSpec.parse("multicast", "multicast", await body(request), runtime.config.members,
-                                  runtime.config.name, MULTICAST_MAX_PAYLOAD_BYTES - 64)
-        item = runtime.start_workload(spec)
-        return web.json_response({"accepted": True, "workload_id": item.workload_id}, status=202)
+    def workload(kind: str) -> Handler:
+        async def handler(request: web.Request) -> web.Response:
+            max_bytes = runtime.max_payload_bytes(kind)
+            if max_bytes is None:
+                raise UsageError(f"this node runs no {kind} layer",
+                                 hint="start it with SPLITLAB_MULTICAST=nakack4" if kind == "multicast" else None)
+            spec = WorkloadSpec.parse(kind, kind, await body(request), runtime.members, runtime.name, max_bytes - 64)
+            item = runtime.start_workload(spec)
+            return web.json_response({"accepted": True, "workload_id": item.workload_id}, status=202)
+        return handler
 
     def admin(op: str) -> Handler:
         async def handler(request: web.Request) -> web.Response:
@@ -122,8 +139,8 @@ def make_app(runtime: NodeRuntime, token: str) -> web.Application:
     app.router.add_get("/state", state)
     app.router.add_get("/metrics", metrics_text)
     app.router.add_post("/workload/ping", ping)
-    app.router.add_post("/workload/unicast", unicast_workload)
-    app.router.add_post("/workload/multicast", multicast_workload)
-    for op in ("close", "remove", "remove_receive", "sync"):
+    for kind in ("unicast", "multicast"):
+        app.router.add_post(f"/workload/{kind}", workload(kind))
+    for op in ADMIN_OPS:
         app.router.add_post(f"/admin/{op}", admin(op))
     return app

@@ -28,7 +28,9 @@ from node.config import NodeConfig
 from node.core import Effect
 from node.driver import Driver
 from node.history import HistoryWriter
+from node.multicast import MAX_PAYLOAD_BYTES as MULTICAST_MAX_PAYLOAD_BYTES
 from node.stack import Stack
+from node.unicast import MAX_PAYLOAD_BYTES as UNICAST_MAX_PAYLOAD_BYTES
 from node.workload import Workload, WorkloadSpec
 from node.wire import cluster_id_of
 
@@ -249,7 +251,25 @@ class NodeRuntime:
         """Carry out effects returned by the stack (the driver's `apply`)."""
         self.driver.apply(effects)
 
-    # --- application ------------------------------------------------------------------------------------------
+    # --- application (the control API's `node.control.ControlTarget`) -----------------------------------------
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def run_id(self) -> str:
+        return self.config.run_id
+
+    @property
+    def members(self) -> tuple[str, ...]:
+        return self.config.members
+
+    def max_payload_bytes(self, kind: str) -> int | None:
+        """The largest payload of a `kind` workload; None when the stack has no layer for it."""
+        if kind == "multicast":
+            return MULTICAST_MAX_PAYLOAD_BYTES if "multicast" in self.stack.layers else None
+        return UNICAST_MAX_PAYLOAD_BYTES
+
     def new_msg_id(self) -> str:
         """A run-unique message id: <node>.<boot>.<n> (pipeline/SCHEMA.md)."""
         self._msg_counter += 1

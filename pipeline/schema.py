@@ -6,6 +6,8 @@ types: every line is parsed against `EVENT_SCHEMA`, and `problem_column()` names
 """
 from __future__ import annotations
 
+from typing import Any, Callable
+
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -130,3 +132,40 @@ def problem_column() -> Column:
     some 650 calls through the Python-Java gateway in every analysis.
     """
     return F.expr(PROBLEM_SQL)
+
+
+_JSON_TYPES: dict[str, Callable[[Any], bool]] = {
+    "long": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "double": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "string": lambda v: True,  # any JSON value is kept as its JSON text
+    "boolean": lambda v: isinstance(v, bool),
+}
+
+
+def _accepts(dtype: T.DataType, value: Any) -> bool:
+    if isinstance(dtype, T.ArrayType):
+        return isinstance(value, list) and all(_accepts(dtype.elementType, v) for v in value if v is not None)
+    return _JSON_TYPES[dtype.typeName()](value)
+
+
+def event_problem(event: Any) -> str | None:
+    """Why one decoded history line is bad, by the rules `problem_column` applies in Spark (the same tables:
+    ENVELOPE, FIELDS, REQUIRED, ALLOWED), or None. For a reader outside Spark: the node conformance check."""
+    if not isinstance(event, dict):
+        return "not a JSON object"
+    for name, dtype in ENVELOPE + FIELDS:
+        if event.get(name) is not None and not _accepts(dtype, event[name]):
+            return "a field has the wrong JSON type"
+    for name, _ in ENVELOPE:
+        if event.get(name) is None:
+            return f"missing envelope field '{name}'"
+    if event["v"] != SCHEMA_VERSION:
+        return f"schema version is not {SCHEMA_VERSION}"
+    type_ = event["type"]
+    for name in REQUIRED.get(type_, ()):
+        if event.get(name) is None:
+            return f"{type_} lacks field '{name}'"
+    for (allowed_type, name), allowed in ALLOWED.items():
+        if type_ == allowed_type and event.get(name) is not None and event[name] not in allowed:
+            return f"{type_}.{name} is not one of {', '.join(allowed)}"
+    return None

@@ -10,16 +10,18 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from chaos.cli.verbs import add_verb, inventory_flag, json_flag, nodes_flag, progress, run_id_flag
+from chaos.cli.verbs import add_verb, inventory_flag, json_flag, node_kind_flag, nodes_flag, progress, run_id_flag
 
 console = Console(highlight=False)
 
 
 def cmd_images(args: argparse.Namespace) -> int:
-    from chaos.cluster import images
+    from chaos.cluster import kinds
 
-    tag = images.build_all(progress)
-    console.print(f"node image ready: {tag}")
+    chosen = sorted(kinds.KINDS) if args.kind == "all" else [kinds.kind(args.kind).name]
+    for name in chosen:
+        tag = kinds.KINDS[name].build(progress)
+        console.print(f"{name} node image ready: {tag}")
     return 0
 
 
@@ -32,7 +34,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 
         inventory = load(args.inventory)
     run = lifecycle.up(args.nodes, log=progress, wait_timeout_s=args.timeout_s, run_id=args.run_id,
-                       inventory=inventory, placement=args.placement, ipv6=args.ipv6)
+                       inventory=inventory, placement=args.placement, ipv6=args.ipv6, kind=args.node_kind)
     if args.json:
         print(json.dumps(lifecycle.as_dict(run), indent=2))
         return 0
@@ -129,8 +131,11 @@ def cmd_compose_template(args: argparse.Namespace) -> int:
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
-    add_verb(sub, "images", "build the base and node images (only what changed)", cmd_images,
-             examples=["splitlab images", "BASE_IMAGE=python:3.11-slim splitlab images   # skip debootstrap"])
+    p = add_verb(sub, "images", "build the base and node images (only what changed)", cmd_images,
+                 examples=["splitlab images", "splitlab images --kind all   # also the real JGroups node's",
+                           "BASE_IMAGE=python:3.11-slim splitlab images   # skip debootstrap"])
+    p.add_argument("--kind", default="splitlab", metavar="KIND",
+                   help="the node kind whose image to build: splitlab (default), jgroups, or all")
 
     p = add_verb(sub, "up", "start a cluster and wait until every node hears every other one", cmd_up,
                  examples=["splitlab up -n 5", "splitlab up -n 3 --run-id mytest --json",
@@ -148,6 +153,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                         "refuse it for now")
     p.add_argument("--placement", metavar="SPEC",
                    help="with --inventory: 'round-robin' (default) or 'n1,n2@hosta;n3@hostb' naming every node")
+    node_kind_flag(p)
 
     p = add_verb(sub, "down", "remove a run's containers and networks after healing it (its directory stays)",
                  cmd_down, examples=["splitlab down --run-id 261121-221530-a3f9", "splitlab down --all"])

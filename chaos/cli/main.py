@@ -9,11 +9,11 @@ import argparse
 import sys
 from typing import Sequence
 
-from chaos.cli import analysis, cluster, faults, fuzz, hosts, live, scenarios, spark
+from chaos.cli import analysis, cluster, faults, fuzz, hosts, live, node, scenarios, spark
 from chaos.cli.verbs import Parser
 from node.errors import SplitlabError, report_error
 
-ROOMS = (cluster, hosts, faults, scenarios, analysis, spark, fuzz, live)
+ROOMS = (cluster, node, hosts, faults, scenarios, analysis, spark, fuzz, live)
 
 
 def build_parser() -> Parser:

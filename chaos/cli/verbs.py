@@ -83,6 +83,12 @@ def nodes_flag(p: argparse.ArgumentParser, default: int) -> None:
                    help=f"number of nodes n1..nN (default {default})")
 
 
+def node_kind_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--node-kind", default="splitlab", metavar="KIND",
+                   help="the node implementation: splitlab (default: splitlab's own node) or jgroups (the real "
+                        "JGroups 2.12.2 from Debian; NODE_CONTRACT.md)")
+
+
 def progress(text: str) -> None:
     """The progress log of every verb: one line on stderr."""
     print(text, file=sys.stderr, flush=True)

@@ -11,6 +11,11 @@
   imports, `AGENT_MODULES`) and scapy (a pure-Python wheel, fetched by the controller's pip); it runs the shaper
   inside a node's namespace on another host of a multi-host run (chaos.net.shaper.remote).
   Tagged `splitlab-agent:<hash>`; built on demand by `up --inventory`.
+- JGroups node image (`images/jgroups/`): a base of its own (minbase plus `images/jgroups/packages.txt`: Debian's
+  Java runtime and `libjgroups-java`, the real JGroups 2.12.2), the JGroups node (`jgnode/`, which reuses the
+  node's control API, history and workloads from `node/`) with its Python dependencies (the `node` and `jgroups`
+  extras: JPype drives the JVM) and the trace protocol (`images/jgroups/java/`), compiled here with the host's
+  javac against the image's own jar. Tagged `splitlab-jgroups:<hash>`; built by `make images`.
 - Test-bed host image (`images/hostbed/`): the base plus Debian's docker.io and openssh-server, for the multi-host
   test bed (`chaos.hosts.bed`); built on demand, tagged `splitlab-hostbed:<hash>`.
 
@@ -27,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import tomllib
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -43,6 +49,8 @@ TRIM_PATHS = ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc", "u
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 NODE_REPO = "splitlab-node"
 BASE_REPO = "splitlab-base"
+JGROUPS_REPO = "splitlab-jgroups"
+JGROUPS_BASE_REPO = "splitlab-jgbase"
 HOSTBED_REPO = "splitlab-hostbed"
 AGENT_REPO = "splitlab-agent"
 # The agent's processes (the shaper, the wire agent) and what they import from this repository besides `node`
@@ -68,24 +76,48 @@ def _sha(parts: list[bytes]) -> str:
     return digest.hexdigest()[:12]
 
 
-def base_packages(repo: Path = REPO) -> list[str]:
-    text = (repo / "images/base/packages.txt").read_text()
+@dataclass(frozen=True)
+class BaseRecipe:
+    """A debootstrapped base image: its repository name and the file listing its Debian packages. `registry_ok`:
+    $BASE_IMAGE may stand in for it (a registry's python image has no Java or JGroups)."""
+
+    repo: str
+    packages_file: str
+    registry_ok: bool
+
+
+NODE_BASE = BaseRecipe(BASE_REPO, "images/base/packages.txt", True)
+JGROUPS_BASE = BaseRecipe(JGROUPS_BASE_REPO, "images/jgroups/packages.txt", False)
+
+
+def base_packages(repo: Path = REPO, recipe: BaseRecipe = NODE_BASE) -> list[str]:
+    text = (repo / recipe.packages_file).read_text()
     return [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def dependencies(extra: str, repo: Path = REPO) -> list[str]:
+    """The packages of one optional-dependencies extra of pyproject.toml."""
+    with open(repo / "pyproject.toml", "rb") as fh:
+        project = tomllib.load(fh)["project"]
+    return list(project["optional-dependencies"][extra])
 
 
 def node_dependencies(repo: Path = REPO) -> list[str]:
     """The node's runtime dependencies: the `node` extra of pyproject.toml."""
-    with open(repo / "pyproject.toml", "rb") as fh:
-        project = tomllib.load(fh)["project"]
-    return list(project["optional-dependencies"]["node"])
+    return dependencies("node", repo)
 
 
-def base_tag(repo: Path = REPO) -> str:
-    """The base image to build on: $BASE_IMAGE if set, else `splitlab-base:<hash of the recipe>`."""
-    if os.environ.get("BASE_IMAGE"):
-        return os.environ["BASE_IMAGE"]
-    inputs = [RECIPE_VERSION, SUITE, VARIANT, *TRIM_PATHS, *base_packages(repo)]
-    return f"{BASE_REPO}:{_sha([s.encode() for s in inputs])}"
+def _registry_base(recipe: BaseRecipe) -> str | None:
+    return os.environ.get("BASE_IMAGE") if recipe.registry_ok else None
+
+
+def base_tag(repo: Path = REPO, recipe: BaseRecipe = NODE_BASE) -> str:
+    """The base image to build on: $BASE_IMAGE if set (and the recipe allows it), else
+    `<recipe repo>:<hash of the recipe>`."""
+    if (given := _registry_base(recipe)) is not None:
+        return given
+    inputs = [RECIPE_VERSION, SUITE, VARIANT, *TRIM_PATHS, *base_packages(repo, recipe)]
+    return f"{recipe.repo}:{_sha([s.encode() for s in inputs])}"
 
 
 def _node_sources(repo: Path) -> list[Path]:
@@ -150,10 +182,10 @@ def debian_mirror(apt_dir: Path = Path("/etc/apt")) -> str:
                              hint="set DEBIAN_MIRROR=<mirror URL>, or BASE_IMAGE=python:3.11-slim if you have a registry")
 
 
-def build_base(log: Log, repo: Path = REPO) -> str:
-    """Build the base image unless it exists; returns its tag. Needs root and debootstrap."""
-    tag = base_tag(repo)
-    if os.environ.get("BASE_IMAGE"):
+def build_base(log: Log, repo: Path = REPO, recipe: BaseRecipe = NODE_BASE) -> str:
+    """Build the base image of `recipe` unless it exists; returns its tag. Needs root and debootstrap."""
+    tag = base_tag(repo, recipe)
+    if _registry_base(recipe) is not None:
         log(f"base image: {tag} (from BASE_IMAGE)")
         return tag
     if image_exists(tag):
@@ -166,7 +198,7 @@ def build_base(log: Log, repo: Path = REPO) -> str:
     log(f"base image: building {tag} with debootstrap {SUITE} ({VARIANT}) ...")
     root = Path(tempfile.mkdtemp(prefix="splitlab-base-"))
     try:
-        run(["debootstrap", f"--variant={VARIANT}", f"--include={','.join(base_packages(repo))}", SUITE, str(root),
+        run(["debootstrap", f"--variant={VARIANT}", f"--include={','.join(base_packages(repo, recipe))}", SUITE, str(root),
              mirror], timeout_s=1800, hint="install debootstrap (apt-get install debootstrap) and check the mirror")
         for rel in TRIM_PATHS:
             target = root / rel
@@ -189,21 +221,29 @@ def build_base(log: Log, repo: Path = REPO) -> str:
     return tag
 
 
-def _prepare_node_context(ctx: Path, repo: Path, log: Log) -> None:
-    deps = node_dependencies(repo)
+def _install_wheels(deps: list[str], site: Path, repo: Path, log: Log) -> None:
+    """`deps` unpacked into `site` from wheels (downloaded once per set of requirements, cached under .build/)."""
     if sys.version_info[:2] != (3, 11):
         raise EnvironmentProblem(f"the node image's wheels are built with the controller's Python, which is "
                                  f"{sys.version.split()[0]}; it must be 3.11 like the image's",
                                  hint="create the virtual environment with python3.11 (make clean; make test)")
     wheels = repo / ".build" / "wheels" / _sha([d.encode() for d in deps])
     if not wheels.is_dir() or not any(wheels.iterdir()):
-        log(f"node image: downloading wheels for {', '.join(deps)}")
+        log(f"downloading wheels for {', '.join(deps)}")
         wheels.mkdir(parents=True, exist_ok=True)
         run([sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--dest", str(wheels), *deps],
             timeout_s=600, hint="PyPI must be reachable to fetch the node's wheels")
     run([sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--find-links", str(wheels),
-         "--only-binary=:all:", "--no-compile", "--target", str(ctx / "site"), *deps], timeout_s=600)
-    shutil.copytree(repo / "node", ctx / "node", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+         "--only-binary=:all:", "--no-compile", "--target", str(site), *deps], timeout_s=600)
+
+
+def _copy_package(repo: Path, name: str, ctx: Path) -> None:
+    shutil.copytree(repo / name, ctx / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+
+
+def _prepare_node_context(ctx: Path, repo: Path, log: Log) -> None:
+    _install_wheels(node_dependencies(repo), ctx / "site", repo, log)
+    _copy_package(repo, "node", ctx)
     shutil.copy(repo / "images/node/Dockerfile", ctx / "Dockerfile")
 
 
@@ -225,6 +265,83 @@ def build_node(log: Log, repo: Path = REPO) -> str:
     finally:
         shutil.rmtree(ctx, ignore_errors=True)
     log(f"node image: built {tag}")
+    return tag
+
+
+JAVA_SOURCES = "images/jgroups/java"
+JGROUPS_JAR = "/usr/share/java/jgroups.jar"  # in the JGroups base image, from libjgroups-java
+
+
+def _tree_parts(repo: Path, paths: list[Path]) -> list[bytes]:
+    parts: list[bytes] = []
+    for path in paths:
+        parts += [str(path.relative_to(repo)).encode(), path.read_bytes()]
+    return parts
+
+
+def _sources(repo: Path, folder: str, suffix: str) -> list[Path]:
+    return sorted(p for p in (repo / folder).rglob(f"*{suffix}") if "__pycache__" not in p.parts)
+
+
+def jgroups_dependencies(repo: Path = REPO) -> list[str]:
+    """The JGroups node's Python dependencies: the `node` and `jgroups` extras."""
+    return node_dependencies(repo) + dependencies("jgroups", repo)
+
+
+def jgroups_tag(repo: Path = REPO) -> str:
+    """`splitlab-jgroups:<hash>` of its base, its Dockerfile, its Python dependencies, the node and JGroups-node
+    sources it carries and the trace protocol's Java sources."""
+    parts = [base_tag(repo, JGROUPS_BASE).encode(), (repo / "images/jgroups/Dockerfile").read_bytes(),
+             "\n".join(jgroups_dependencies(repo)).encode()]
+    parts += _tree_parts(repo, _node_sources(repo) + _sources(repo, "jgnode", ".py")
+                         + _sources(repo, JAVA_SOURCES, ".java"))
+    return f"{JGROUPS_REPO}:{_sha(parts)}"
+
+
+def _compile_trace(base: str, ctx: Path, repo: Path) -> None:
+    """The trace protocol's jar (`ctx/splitlab-jgroups.jar`), compiled by the host's javac against the jar of the
+    image it will run in (copied out of `base`). Raises EnvironmentProblem when javac is missing."""
+    if shutil.which("javac") is None:
+        raise EnvironmentProblem("javac is missing: the JGroups image compiles its trace protocol with it",
+                                 hint="apt-get install default-jdk-headless (make images does)")
+    build = ctx / "java-build"
+    (build / "classes").mkdir(parents=True)
+    created = run(["docker", "create", base]).stdout.strip()
+    try:
+        run(["docker", "cp", "-L", f"{created}:{JGROUPS_JAR}", str(build / "jgroups.jar")])
+    finally:
+        run(["docker", "rm", created], check=False)
+    sources = [str(p) for p in _sources(repo, JAVA_SOURCES, ".java")]
+    run(["javac", "--release", "17", "-nowarn", "-d", str(build / "classes"), "-cp", str(build / "jgroups.jar"),
+         *sources], timeout_s=300)
+    with zipfile.ZipFile(ctx / "splitlab-jgroups.jar", "w", zipfile.ZIP_DEFLATED) as jar:
+        jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nCreated-By: splitlab\n\n")
+        for cls in sorted((build / "classes").rglob("*.class")):
+            jar.write(cls, str(cls.relative_to(build / "classes")))
+    shutil.rmtree(build)
+
+
+def build_jgroups(log: Log, repo: Path = REPO) -> str:
+    """Build the JGroups node image (and its base) unless an image for the current inputs exists; returns its
+    tag. Needs root, debootstrap and javac."""
+    tag = jgroups_tag(repo)
+    if image_exists(tag):
+        log(f"JGroups node image: {tag} (up to date)")
+        return tag
+    base = build_base(log, repo, JGROUPS_BASE)
+    ctx = Path(tempfile.mkdtemp(prefix="splitlab-jgroups-ctx-"))
+    try:
+        _install_wheels(jgroups_dependencies(repo), ctx / "site", repo, log)
+        _copy_package(repo, "node", ctx)
+        _copy_package(repo, "jgnode", ctx)
+        _compile_trace(base, ctx, repo)
+        shutil.copy(repo / "images/jgroups/Dockerfile", ctx / "Dockerfile")
+        log(f"JGroups node image: building {tag} on {base}")
+        run(["docker", "build", "--quiet", "--force-rm", "--build-arg", f"BASE_IMAGE={base}", "-t", tag,
+             "-t", f"{JGROUPS_REPO}:latest", str(ctx)], timeout_s=900)
+    finally:
+        shutil.rmtree(ctx, ignore_errors=True)
+    log(f"JGroups node image: built {tag}")
     return tag
 
 

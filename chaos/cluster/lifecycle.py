@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping
 import docker
 import docker.errors
 
-from chaos.cluster import compose, engine, images
+from chaos.cluster import compose, engine, images, kinds
 from chaos.cluster.naming import LABEL_NODE, LABEL_RUN, check_run_id, container_name, new_run_id, node_names, project_name
 from chaos.host.netns import Netns, target
 from chaos.cluster.model import Cluster, NodeInfo
@@ -89,11 +89,14 @@ def _prepare_run_dir(run_dir: Path) -> None:
         events.chmod(0o777)
 
 
-def _built_node_image() -> str:
-    """The node image a run uses. Raises `EnvironmentProblem` when it is not built."""
-    image = images.node_image()
+def _built_image(kind: str, image: str | None) -> str:
+    """The image a run of `kind` uses: `image` if given (it must exist), else the kind's. Raises
+    `EnvironmentProblem` when it is not built, `UsageError` for an unknown kind."""
+    if image is None:
+        return kinds.kind(kind).built_image()
+    kinds.kind(kind)
     if not images.image_exists(image):
-        raise EnvironmentProblem(f"node image {image} is not built", hint="run 'make images' (or 'splitlab images')")
+        raise EnvironmentProblem(f"image {image} does not exist on this engine", hint="see 'docker images'")
     return image
 
 
@@ -117,10 +120,13 @@ def _write_run_files(run_dir: Path, token: str, meta: dict[str, Any]) -> None:
 
 def up(count: int, *, log: Log = _quiet, wait_timeout_s: float = 60, node_env: dict[str, dict[str, str]] | None = None,
        runs_dir: Path | None = None, run_id: str | None = None, inventory: Inventory | None = None,
-       placement: str | None = None, ipv6: bool = False) -> Cluster:
+       placement: str | None = None, ipv6: bool = False, kind: str = kinds.DEFAULT_KIND,
+       image: str | None = None) -> Cluster:
     """Start a run of `count` nodes and wait until every node hears every other one: on this machine's engine,
     or over the hosts of `inventory` (placed round-robin or by `placement`, see `chaos.hosts.multi`). `ipv6`: a
-    dual-stack data network over which the nodes talk IPv6 (chaos.cluster.datanet6; this machine only).
+    dual-stack data network over which the nodes talk IPv6 (chaos.cluster.datanet6; this machine only). `kind`:
+    the node implementation (chaos.cluster.kinds; `image` another image of that contract, e.g. for
+    `splitlab node check`).
 
     Raises `UsageError` for bad input, `EnvironmentProblem` when Docker, compose or the images are missing or
     the nodes do not come up (with the logs of the nodes that did not); nothing half-started is left behind.
@@ -128,12 +134,15 @@ def up(count: int, *, log: Log = _quiet, wait_timeout_s: float = 60, node_env: d
     names = node_names(count)
     if inventory is not None and ipv6:
         raise UsageError("--ipv6 is not supported with --inventory yet (the VXLAN data network is IPv4)")
+    if kind != kinds.DEFAULT_KIND and (inventory is not None or ipv6):
+        raise UsageError(f"node kind {kind!r} runs on this machine's engine over IPv4 only, for now",
+                         hint="drop --inventory / --ipv6, or use the splitlab kind")
     if inventory is not None:
         return _up_multi(inventory, names, log, wait_timeout_s, node_env, runs_dir, run_id, placement)
     if placement:
         raise UsageError("--placement needs --inventory")
     client = docker_client()
-    image = _built_node_image()
+    image = _built_image(kind, image)
     run_id = check_run_id(run_id) if run_id else new_run_id()
     clash = [c.name for c in run_containers(client, run_id)]
     clash += [n for n in (container_name(run_id, x) for x in names) if _container_exists(client, n)]
@@ -146,9 +155,9 @@ def up(count: int, *, log: Log = _quiet, wait_timeout_s: float = 60, node_env: d
         svc["labels"][LABEL_DIR] = str(run_dir)
     compose_file = run_dir / "docker-compose.yml"
     compose_file.write_text(compose.dump(document))
-    _write_run_files(run_dir, token, {"run_id": run_id, "nodes": names, "image": image,
+    _write_run_files(run_dir, token, {"run_id": run_id, "nodes": names, "image": image, "kind": kind,
                                       "compose_file": str(compose_file), "ipv6": ipv6})
-    log(f"run {run_id}: starting {count} node(s) from {image}" + (" on a dual-stack data network, over IPv6"
+    log(f"run {run_id}: starting {count} {kind} node(s) from {image}" + (" on a dual-stack data network, over IPv6"
                                                                   if ipv6 else ""))
     try:
         try:
@@ -170,7 +179,7 @@ def up(count: int, *, log: Log = _quiet, wait_timeout_s: float = 60, node_env: d
 def _up_multi(inventory: Inventory, names: list[str], log: Log, wait_timeout_s: float,
               node_env: dict[str, dict[str, str]] | None, runs_dir: Path | None, run_id: str | None,
               placement: str | None) -> Cluster:
-    image = _built_node_image()
+    image = _built_image(kinds.DEFAULT_KIND, None)
     run_id = check_run_id(run_id) if run_id else new_run_id()
     run_dir, token = _new_run_dir(runs_dir, run_id)
     _write_run_files(run_dir, token, {"run_id": run_id, "nodes": names, "image": image,

@@ -50,7 +50,7 @@ def test_the_tree_holds_every_verb_and_no_second_heal(capsys):
     top = {path[0] for path in VERBS}
     assert top == {"images", "up", "down", "ps", "doctor", "compose-template", "chaos", "heal", "run", "replay",
                    "sim", "torture", "shrink", "demo", "analyze", "fuzz", "spark", "spark-cluster", "bed", "metrics",
-                   "top"}
+                   "top", "node"}
     assert [p for p in VERBS if "heal" in p] == [("heal",)]  # `splitlab chaos heal` is `unpartition` now
     assert ("chaos", "unpartition") in VERBS
 
@@ -151,7 +151,7 @@ def test_heal_of_a_missing_run_directory_is_bad_input(tmp_path, capsys):
 def _fake_up(monkeypatch, tmp_path):
     from chaos.cluster import lifecycle
 
-    def up(count, *, log, wait_timeout_s, run_id, inventory=None, placement=None, ipv6=False):
+    def up(count, *, log, wait_timeout_s, run_id, inventory=None, placement=None, ipv6=False, kind="splitlab"):
         log(f"run {run_id}: starting {count} node(s)")
         log(f"run {run_id}: all {count} node(s) hear each other")
         nodes = [lifecycle.NodeInfo(f"n{i}", f"c{i}", f"10.0.0.{i}", f"10.1.0.{i}", 100 + i)

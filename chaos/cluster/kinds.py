@@ -1,0 +1,91 @@
+"""Node kinds: the implementations of the node contract (NODE_CONTRACT.md) a run can be made of.
+
+A kind names its image (built by `splitlab images`, pinned by an environment variable while editing), the
+history events its nodes write (a check that needs one it lacks answers `unknown` with the reason, never `ok`),
+the control API verbs beyond the contract's that it offers, and the wire its nodes speak (which codec the
+message faults, the capture dissector and the sequence diagram use). A run is made of one kind; a scenario's
+variants may differ in kind.
+
+- `splitlab`: splitlab's own Python node (`node/`), every protocol model of the seeds.
+- `jgroups`: the real JGroups 2.12.2 that Debian packages (`jgnode/`, `images/jgroups/`), with its own UNICAST,
+  UNICAST2 and pbcast.NAKACK.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Callable
+
+from chaos.cluster import images
+from node.errors import EnvironmentProblem, UsageError
+
+Log = Callable[[str], None]
+
+# The history every kind writes (the contract's minimum) and the protocol events beyond it.
+CONTRACT_EVENTS = frozenset({"node_start", "node_stop", "peer_heard", "peer_silent", "app_send", "app_deliver",
+                             "view"})
+PROTOCOL_EVENTS = frozenset({"data_tx", "data_rx", "ack_tx", "ack_rx", "stable_tx", "stable_rx", "xmit_req_tx",
+                             "xmit_req_rx", "resync_tx", "resync_rx", "resync_timeout", "conn_state", "suspect",
+                             "unsuspect", "merge", "window_full", "window_unblocked", "bcast_state_tx",
+                             "bcast_state_rx", "bcast_window", "bcast_skip", "msg_dropped", "datagram_dropped",
+                             "peer_restarted", "ping_tx", "pong_rx", "stranger_heard"})
+
+
+@dataclass(frozen=True)
+class NodeKind:
+    name: str
+    summary: str
+    image_env: str  # the variable that pins an image of this kind while editing
+    tag: Callable[[], str]  # the image for the current sources
+    build: Callable[[Log], str]
+    records: frozenset[str]  # history event types its nodes write
+    admin: bool  # the admin verbs (/admin/close|remove|remove_receive|sync) and the ping workload
+    wire: str  # the dialect of its datagrams: "splitlab" (node/wire.py) or "jgroups" (jgnode/wire.py)
+
+    def image(self) -> str:
+        """The image a run of this kind uses: the pinned one if set, else the one for the current sources."""
+        return os.environ.get(self.image_env) or self.tag()
+
+    def built_image(self) -> str:
+        """`image()`, which must exist. Raises EnvironmentProblem when it is not built."""
+        image = self.image()
+        if not images.image_exists(image):
+            raise EnvironmentProblem(f"{self.name} node image {image} is not built",
+                                     hint="run 'make images' (or 'splitlab images --kind " + self.name + "')")
+        return image
+
+
+def _build_splitlab(log: Log) -> str:
+    images.build_base(log)
+    return images.build_node(log)
+
+
+KINDS: dict[str, NodeKind] = {
+    "splitlab": NodeKind("splitlab", "splitlab's own node: every protocol model of the seeds (node/)",
+                         "SPLITLAB_NODE_IMAGE", images.node_tag, _build_splitlab,
+                         CONTRACT_EVENTS | PROTOCOL_EVENTS, admin=True, wire="splitlab"),
+    "jgroups": NodeKind("jgroups", "the real JGroups 2.12.2 from Debian's libjgroups-java (jgnode/)",
+                        "SPLITLAB_JGROUPS_IMAGE", images.jgroups_tag, images.build_jgroups,
+                        CONTRACT_EVENTS | {"data_tx", "data_rx", "ack_tx", "ack_rx", "stable_tx", "stable_rx",
+                                           "xmit_req_tx", "xmit_req_rx", "resync_tx", "resync_rx", "suspect",
+                                           "stranger_heard"},
+                        admin=False, wire="jgroups"),
+}
+DEFAULT_KIND = "splitlab"
+
+
+def kind(name: str) -> NodeKind:
+    """The kind called `name`. Raises UsageError listing the kinds."""
+    try:
+        return KINDS[name]
+    except KeyError:
+        raise UsageError(f"unknown node kind {name!r}; expected one of {', '.join(sorted(KINDS))}") from None
+
+
+def of_image(image: str) -> NodeKind | None:
+    """The kind whose image repository `image` is in (`splitlab-jgroups:...` -> jgroups), None for another."""
+    repo = image.rsplit(":", 1)[0]
+    for item in KINDS.values():
+        if item.tag().rsplit(":", 1)[0] == repo:
+            return item
+    return None

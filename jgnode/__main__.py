@@ -1,0 +1,84 @@
+"""Entry point of the JGroups node (`python -m jgnode`): the configuration from the environment, the control API
+(splitlab's own, `node.control`) first, then the JVM and the channel; a clean stop on SIGTERM/SIGINT with the
+history flushed. The process ends with `os._exit` once the history is closed: the JVM's shutdown waits for
+JGroups' threads, and nothing is left to save by then."""
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+
+from aiohttp import web
+
+from jgnode.config import JgConfig, from_env
+from jgnode.runtime import JgRuntime, SharedHistory, resolve
+from node.control import make_app
+from node.errors import SplitlabError
+
+TICK_S = 0.1
+
+
+async def serve(config: JgConfig) -> int:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    node = config.node
+    history = SharedHistory(node.history_path, node.run_id, node.name)
+    runtime = JgRuntime(config, history, lambda exc: loop.call_soon_threadsafe(stop.set))
+    control_host, control_port = node.control_address()
+    control_ip = resolve(control_host)
+    runner = web.AppRunner(make_app(runtime, node.token), access_log=None)
+    await runner.setup()
+    reason = "signal"
+    try:
+        await web.TCPSite(runner, control_ip, control_port).start()
+        history.emit("node_start", boot=runtime.boot, data_ip=runtime.data_ip, control_ip=control_ip,
+                     members=list(node.members),
+                     config={"kind": "jgroups", "unicast": config.unicast, "silence_ms": node.silence_ms,
+                             "props": {p: dict(v) for p, v in config.props.items()},
+                             "stack": runtime.stack_config()})
+        history.flush()
+        connect = asyncio.ensure_future(asyncio.to_thread(runtime.start))
+        print(f"node {node.name}: JGroups {config.unicast} on {runtime.data_ip}, control "
+              f"http://{control_ip}:{control_port}", flush=True)
+        flush_every = max(1, round(node.flush_ms / 1000 / TICK_S))
+        ticks = 0
+        while not stop.is_set():
+            if connect.done() and connect.exception() is not None:
+                runtime.fail(connect.exception())
+                break
+            runtime.liveness.tick()
+            ticks += 1
+            if ticks % flush_every == 0:
+                history.flush()
+            try:
+                await asyncio.wait_for(stop.wait(), TICK_S)
+            except asyncio.TimeoutError:
+                pass
+        if runtime.failure is not None:
+            reason = "error"
+            print(f"node {node.name}: stopping on error: {runtime.failure!r}", file=sys.stderr, flush=True)
+    finally:
+        await asyncio.to_thread(runtime.stop)
+        await runner.cleanup()
+        history.emit("node_stop", reason=reason, counters=dict(runtime.counters), dropped={})
+        history.close()
+    return 1 if runtime.failure is not None else 0
+
+
+def main() -> int:
+    try:
+        config = from_env(os.environ)
+    except SplitlabError as exc:
+        print(f"jgnode: {exc}", file=sys.stderr)
+        return exc.exit_code
+    code = asyncio.run(serve(config))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
