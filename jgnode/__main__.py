@@ -13,8 +13,10 @@ from aiohttp import web
 
 from jgnode.config import JgConfig, from_env
 from jgnode.runtime import JgRuntime, SharedHistory, resolve
+from jgnode.trace import RECORDS
 from node.control import make_app
 from node.errors import SplitlabError
+from node.history import CONTRACT_EVENTS
 
 TICK_S = 0.1
 
@@ -38,7 +40,7 @@ async def serve(config: JgConfig) -> int:
                      members=list(node.members),
                      config={"kind": "jgroups", "unicast": config.unicast, "silence_ms": node.silence_ms,
                              "props": {p: dict(v) for p, v in config.props.items()},
-                             "stack": runtime.stack_config()})
+                             "stack": runtime.stack_config(), "records": sorted(CONTRACT_EVENTS | RECORDS)})
         history.flush()
         connect = asyncio.ensure_future(asyncio.to_thread(runtime.start))
         print(f"node {node.name}: JGroups {config.unicast} on {runtime.data_ip}, control "

@@ -27,6 +27,9 @@ from jgnode import wire
 from node.core import payload_msg_id
 from node.errors import WireError
 
+# The protocol events this trace writes (with the liveness' and the receiver's: `node_start.config.records`).
+RECORDS = frozenset({"data_tx", "data_rx", "ack_tx", "ack_rx", "stable_tx", "stable_rx", "xmit_req_tx",
+                     "xmit_req_rx", "resync_tx", "resync_rx", "suspect", "stranger_heard"})
 MAX_PENDING = 100_000
 MAX_RANGE = 1000  # seqnos listed for one XMIT_REQ range (a range beyond it is cut, its `high` kept)
 Record = Callable[[str, dict[str, Any]], None]

@@ -16,6 +16,11 @@ import orjson
 from node.errors import HistoryError
 
 SCHEMA_VERSION = 1
+# The history every node of the node contract writes (NODE_CONTRACT.md): what the delivery, duplicates, fifo,
+# latency, views and heal checks read. A node that writes only some protocol events beyond these lists what it
+# writes in `node_start.config.records`; a node that does not list them writes every type of the schema.
+CONTRACT_EVENTS = frozenset({"node_start", "node_stop", "peer_heard", "peer_silent", "app_send", "app_deliver",
+                             "view"})
 _dumps = orjson.dumps
 _RESERVED = frozenset({"v", "ts", "seq", "run", "node", "type"})
 

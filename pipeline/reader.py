@@ -7,6 +7,8 @@ apart. Only valid events reach the checks.
 """
 from __future__ import annotations
 
+import json
+
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -62,6 +64,9 @@ class HistoryStats:
     writers: dict[str, list[str]] = field(default_factory=dict)
     events_by_type: dict[str, int] = field(default_factory=dict)
     sent_by_kind: dict[str, int] = field(default_factory=dict)
+    # per node: the event types its `node_start.config.records` lists (NODE_CONTRACT.md), with its `kind`;
+    # a node that lists none writes every type of the schema and is not here
+    records: dict[str, tuple[str, frozenset[str]]] = field(default_factory=dict)
 
     @property
     def lines(self) -> int:
@@ -101,6 +106,31 @@ class HistoryStats:
             "run_ids": dict(sorted(self.run_ids.items())),
             "writers": {name: list(nodes) for name, nodes in sorted(self.writers.items())},
         }
+
+
+NODE_START_LINES = 4  # a node's `node_start` is its first line; a line or two of another writer may precede it
+
+
+def declared_records(path: Path) -> tuple[str, tuple[str, frozenset[str]]] | None:
+    """(node, (kind, event types)) from the `records` of the first `node_start` among a history file's first
+    lines (read here, not by Spark: one line per file), or None when it declares none."""
+    try:
+        with open(path, "rb") as fh:
+            head = [fh.readline() for _ in range(NODE_START_LINES)]
+    except OSError:
+        return None
+    for line in head:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict) and event.get("type") == "node_start":
+            config = event.get("config")
+            records = config.get("records") if isinstance(config, dict) else None
+            if not isinstance(records, list) or not isinstance(event.get("node"), str):
+                return None
+            return event["node"], (str(config.get("kind", "?")), frozenset(map(str, records)))
+    return None
 
 
 def _tail_marker(tails: list[Tail], raw: str) -> Any:
@@ -183,6 +213,7 @@ def read_history(spark: SparkSession, run: RunFiles, max_examples: int = 5) -> H
         stats.files.setdefault(path.name, FileStats())
     stats.run_ids = dict(run_ids)
     stats.writers = {name: sorted(nodes) for name, nodes in writers.items()}
+    stats.records = dict(filter(None, (declared_records(p) for p in run.files)))
 
     for tail in tails:
         fs = stats.files[tail.file]

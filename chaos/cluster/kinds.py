@@ -1,10 +1,10 @@
 """Node kinds: the implementations of the node contract (NODE_CONTRACT.md) a run can be made of.
 
 A kind names its image (built by `splitlab images`, pinned by an environment variable while editing), the
-history events its nodes write (a check that needs one it lacks answers `unknown` with the reason, never `ok`),
-the control API verbs beyond the contract's that it offers, and the wire its nodes speak (which codec the
-message faults, the capture dissector and the sequence diagram use). A run is made of one kind; a scenario's
-variants may differ in kind.
+control API verbs beyond the contract's that it offers, and the wire its nodes speak (which codec the message
+faults, the capture dissector and the sequence diagram use). What its nodes record its nodes say themselves
+(`node_start.config.records`: a check that needs an event a node does not record answers `unknown`). A run is
+made of one kind; a scenario's variants may differ in kind.
 
 - `splitlab`: splitlab's own Python node (`node/`), every protocol model of the seeds.
 - `jgroups`: the real JGroups 2.12.2 that Debian packages (`jgnode/`, `images/jgroups/`), with its own UNICAST,
@@ -21,15 +21,6 @@ from node.errors import EnvironmentProblem, UsageError
 
 Log = Callable[[str], None]
 
-# The history every kind writes (the contract's minimum) and the protocol events beyond it.
-CONTRACT_EVENTS = frozenset({"node_start", "node_stop", "peer_heard", "peer_silent", "app_send", "app_deliver",
-                             "view"})
-PROTOCOL_EVENTS = frozenset({"data_tx", "data_rx", "ack_tx", "ack_rx", "stable_tx", "stable_rx", "xmit_req_tx",
-                             "xmit_req_rx", "resync_tx", "resync_rx", "resync_timeout", "conn_state", "suspect",
-                             "unsuspect", "merge", "window_full", "window_unblocked", "bcast_state_tx",
-                             "bcast_state_rx", "bcast_window", "bcast_skip", "msg_dropped", "datagram_dropped",
-                             "peer_restarted", "ping_tx", "pong_rx", "stranger_heard"})
-
 
 @dataclass(frozen=True)
 class NodeKind:
@@ -38,7 +29,6 @@ class NodeKind:
     image_env: str  # the variable that pins an image of this kind while editing
     tag: Callable[[], str]  # the image for the current sources
     build: Callable[[Log], str]
-    records: frozenset[str]  # history event types its nodes write
     admin: bool  # the admin verbs (/admin/close|remove|remove_receive|sync) and the ping workload
     wire: str  # the dialect of its datagrams: "splitlab" (node/wire.py) or "jgroups" (jgnode/wire.py)
 
@@ -63,12 +53,9 @@ def _build_splitlab(log: Log) -> str:
 KINDS: dict[str, NodeKind] = {
     "splitlab": NodeKind("splitlab", "splitlab's own node: every protocol model of the seeds (node/)",
                          "SPLITLAB_NODE_IMAGE", images.node_tag, _build_splitlab,
-                         CONTRACT_EVENTS | PROTOCOL_EVENTS, admin=True, wire="splitlab"),
+                         admin=True, wire="splitlab"),
     "jgroups": NodeKind("jgroups", "the real JGroups 2.12.2 from Debian's libjgroups-java (jgnode/)",
                         "SPLITLAB_JGROUPS_IMAGE", images.jgroups_tag, images.build_jgroups,
-                        CONTRACT_EVENTS | {"data_tx", "data_rx", "ack_tx", "ack_rx", "stable_tx", "stable_rx",
-                                           "xmit_req_tx", "xmit_req_rx", "resync_tx", "resync_rx", "suspect",
-                                           "stranger_heard"},
                         admin=False, wire="jgroups"),
 }
 DEFAULT_KIND = "splitlab"

@@ -20,9 +20,9 @@ from typing import Any, Callable
 import requests
 
 from chaos.cluster import images, kinds, lifecycle
-from chaos.cluster.kinds import CONTRACT_EVENTS
 from chaos.cluster.model import Cluster
 from node.errors import EnvironmentProblem
+from node.history import CONTRACT_EVENTS
 from pipeline.schema import event_problem
 
 Log = Callable[[str], None]

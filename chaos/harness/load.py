@@ -17,10 +17,11 @@ import pydantic
 
 from chaos.harness.errors import Problem, ScenarioError, dotted
 from chaos.harness.expect import HARNESS
-from chaos.harness.nodeenv import check_node_env, node_env
-from chaos.harness.schema import (ACTIONS, ENDABLE, HEALING, NO_ARGUMENT, RATE_KEY, RELATIVE_CONN_IDS, STATUSES,
-                                  STEP_KEYS, Scenario, Step)
+from chaos.harness.nodeenv import check_node_env, node_env, run_kind
+from chaos.harness.schema import (ACTIONS, ENDABLE, HEALING, NO_ARGUMENT, RATE_KEY, RELATIVE_CONN_IDS,
+                                  SPLITLAB_FIELDS, STATUSES, STEP_KEYS, TIMEOUT_ENV, Scenario, Step)
 from chaos.harness.yamlsrc import Sourced, load_yaml, set_path
+from node.config import CONTRACT_VARIABLES
 from node.errors import UsageError
 
 DEFAULT = "default"
@@ -61,6 +62,11 @@ class Loaded:
 
     def node_env(self) -> dict[str, dict[str, str]]:
         return node_env(self.scenario, self.variant)
+
+    @property
+    def kind(self) -> str:
+        """The node kind of this variant's runs (chaos.cluster.kinds)."""
+        return run_kind(self.scenario, self.variant)
 
 
 # --- pydantic errors to lines -----------------------------------------------------------------------------------
@@ -306,13 +312,44 @@ class _Checker:
             return
         if self.problems:
             return
+        kind = run_kind(sc, self.variant)
+        self.kind_settings(kind)
+        if self.problems:
+            return
         envs = node_env(sc, self.variant)
         for node_name, env in envs.items():
-            error = check_node_env(self.nodes, env, node_name)
+            error = check_node_env(self.nodes, env, node_name, kind)
             if error:
                 under = f" under variant {self.variant}" if self.variant else ""
                 self.add(("cluster",), f"node {node_name}{under} would refuse its configuration: {error}")
                 return  # the other nodes would most likely say the same
+
+    def kind_settings(self, kind: str) -> None:
+        """Every settings layer of the run fits its node kind: no splitlab node settings (nor its timeouts beyond
+        the contract's) in a run of JGroups, no JGroups settings in a run of splitlab's node."""
+        sc = self.scenario
+        layers: list[tuple[tuple[Any, ...], Any]] = [(("cluster", "defaults"), sc.cluster.defaults)]
+        layers += [(("cluster", "overrides", n), o) for n, o in sc.cluster.overrides.items()]
+        if self.variant is not None:
+            chosen = sc.variants[self.variant]
+            layers += [(("variants", self.variant), chosen)]
+            layers += [(("variants", self.variant, "overrides", n), o) for n, o in chosen.overrides.items()]
+        under = f" (variant {self.variant})" if self.variant else ""
+        for path, layer in layers:
+            if kind == "jgroups":
+                for name in SPLITLAB_FIELDS:
+                    if getattr(layer, name) is not None:
+                        self.add(path + (name,), f"{name} is a setting of splitlab's own node; this run is of the "
+                                                 f"real JGroups{under}: set jgroups.unicast / jgroups.props")
+                if layer.timeouts is not None:
+                    for name in layer.timeouts.model_dump(exclude_none=True):
+                        if TIMEOUT_ENV[name] not in CONTRACT_VARIABLES:
+                            self.add(path + ("timeouts", name), f"{name} is a timeout of splitlab's own node; this "
+                                                                f"run is of the real JGroups{under}: set its "
+                                                                f"protocols' properties in jgroups.props")
+            elif layer.jgroups is not None:
+                self.add(path + ("jgroups",), f"jgroups settings apply to runs of the real JGroups; this run is of "
+                                              f"{kind}'s node{under} (set kind: jgroups)")
 
     def steps(self) -> None:
         previous = 0.0

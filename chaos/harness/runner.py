@@ -218,6 +218,9 @@ def check_backend(loaded: Loaded, backend: str) -> None:
         raise UsageError(f"unknown backend {backend!r}; use one of {', '.join(BACKENDS)}")
     if backend != "sim":
         return
+    if loaded.kind != "splitlab":
+        raise UsageError(f"the simulator runs splitlab's own node; variant {loaded.label} is of {loaded.kind}",
+                         hint="run it on containers: splitlab run FILE --variant " + loaded.label)
     from chaos.net.sim import REFUSED_HINT, refusal
 
     problems = []
@@ -246,7 +249,8 @@ def _docker_net(loaded: Loaded, run_id: str, runs_dir: Path, seed: int, progress
         # timeline's first link or message fault, which landed that much late; other hosts need no probe
         probed = pool.submit(backends.capabilities) if inventory is None else None
         cluster = clusters.up(loaded.scenario.cluster.nodes, node_env=loaded.node_env(), runs_dir=runs_dir,
-                              run_id=run_id, log=progress.log, inventory=inventory, placement=placement)
+                              run_id=run_id, log=progress.log, inventory=inventory, placement=placement,
+                              kind=loaded.kind)
         if probed is not None:
             probed.result()
     net = None

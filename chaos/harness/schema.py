@@ -96,6 +96,25 @@ def _layer_name(slot: str) -> Any:
     return Annotated[str, AfterValidator(check)]
 
 
+PropValue = Union[Annotated[str, Field(pattern=r"^[A-Za-z0-9_.,:\[\]-]*$")], int, float, bool]
+
+
+class JgroupsSettings(Model):
+    """The real JGroups node's own settings (kind `jgroups`, jgnode.config): its unicast protocol, properties of
+    its stack's protocols over jgnode.stack's defaults (`{"FD_ALL.timeout": 3000}`), the JVM's heap."""
+
+    unicast: Optional[Literal["UNICAST2", "UNICAST"]] = None
+    props: dict[Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_.]*\.[a-z][a-z0-9_.]*$")], PropValue] = \
+        Field(default_factory=dict)
+    heap_mb: Optional[Annotated[int, Field(ge=32, le=4096)]] = None
+
+
+# The settings of splitlab's own node, which a run of another kind cannot take (chaos.harness.load says so).
+SPLITLAB_FIELDS = ("unicast", "multicast", "membership", "bcast_sync", "bundle_max_bytes", "unicast_settings",
+                   "nakack4_settings", "membership_settings")
+NODE_KINDS = ("splitlab", "jgroups")  # chaos.cluster.kinds.KINDS (a unit test keeps the two in step)
+
+
 class NodeSettings(Model):
     """A node's protocol stack and timing; every field optional (layers are merged, later wins)."""
 
@@ -108,6 +127,7 @@ class NodeSettings(Model):
     unicast_settings: Optional[UnicastSettings] = None  # type: ignore[valid-type]
     nakack4_settings: Optional[Nakack4Settings] = None  # type: ignore[valid-type]
     membership_settings: Optional[MembershipSettings] = None  # type: ignore[valid-type]
+    jgroups: Optional[JgroupsSettings] = None
     env: dict[str, str] = Field(default_factory=dict)
 
 
@@ -121,6 +141,7 @@ def _node_count(count: int) -> int:
 
 class ClusterSpec(Model):
     nodes: Annotated[int, AfterValidator(_node_count)]
+    kind: Literal[NODE_KINDS] = "splitlab"  # type: ignore[valid-type]  # the node implementation of every run
     defaults: NodeSettings = Field(default_factory=NodeSettings)
     overrides: dict[NodeName, NodeSettings] = Field(default_factory=dict)
 
@@ -129,6 +150,7 @@ class Variant(NodeSettings):
     """Named overrides of the whole cluster (its NodeSettings fields) and of single nodes (`overrides`)."""
 
     description: str = ""
+    kind: Optional[Literal[NODE_KINDS]] = None  # type: ignore[valid-type]  # the cluster's kind unless set
     overrides: dict[NodeName, NodeSettings] = Field(default_factory=dict)
 
 

@@ -43,13 +43,16 @@ class CheckContext:
 class Check:
     """A named check: `func(ctx, params) -> Verdict`, its parameters' `defaults` and a one-line `summary`.
 
-    A parameter whose default is None is an optional number (a threshold that is off by default).
+    A parameter whose default is None is an optional number (a threshold that is off by default). `needs`: the
+    protocol events (beyond the node contract's minimum) the check reads; on a run whose nodes do not record
+    them (`node_start.config.records`, NODE_CONTRACT.md) it answers `unknown` saying so, never a vacuous `ok`.
     """
 
     name: str
     summary: str
     defaults: Mapping[str, Any]
     func: Callable[[CheckContext, dict[str, Any]], Verdict]
+    needs: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -66,8 +69,23 @@ class CheckResult:
         return {"status": self.status, "reason": self.reason, "details": self.details, "params": self.params}
 
 
+def unrecorded(check: Check, history: HistoryStats) -> str | None:
+    """Why `check` cannot judge this run (which node does not record which events it needs), or None."""
+    for node, (kind, records) in sorted(history.records.items()):
+        missing = sorted(check.needs - records)
+        if missing:
+            return (f"{node} ({kind}) does not record {', '.join(missing)}, which this check reads "
+                    f"(NODE_CONTRACT.md)")
+    return None
+
+
 def run_check(check: Check, ctx: CheckContext, params: dict[str, Any]) -> CheckResult:
-    """Run `check`; an exception inside it becomes an `unknown` result whose reason names the error."""
+    """Run `check`; an exception inside it becomes an `unknown` result whose reason names the error, and so
+    does a run whose nodes do not record what the check needs."""
+    why = unrecorded(check, ctx.history)
+    if why is not None:
+        return CheckResult(name=check.name, status=UNKNOWN, reason=why, details={"unrecorded": True},
+                           params=dict(params))
     try:
         verdict = check.func(ctx, dict(params))
     except Exception as exc:  # a crashing check yields `unknown`, never a crash of the analysis

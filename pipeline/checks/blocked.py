@@ -77,4 +77,5 @@ CHECK = register_check(Check(
     summary="time senders spent blocked on a full send window (window_full -> window_unblocked; limits optional)",
     defaults={"max_blocked_ms": None, "max_total_blocked_ms": None, "show": 20},
     func=check,
+    needs=frozenset({"window_full", "window_unblocked"}),
 ))

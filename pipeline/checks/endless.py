@@ -45,4 +45,5 @@ CHECK = register_check(Check(
     summary="same seqnos requested again and again and never received (JGRP-1873)",
     defaults={"min_requests": 20, "show": 20},
     func=check,
+    needs=frozenset({"xmit_req_tx", "xmit_req_rx", "data_rx"}),
 ))

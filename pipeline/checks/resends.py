@@ -52,4 +52,5 @@ CHECK = register_check(Check(
     summary="same seqno resent again and again with no xmit request for it (JGRP-1873, sender's side)",
     defaults={"max_resends": 100, "show": 20},
     func=check,
+    needs=frozenset({"data_tx", "xmit_req_rx"}),
 ))

@@ -86,4 +86,5 @@ CHECK = register_check(Check(
     defaults={"max_xmit_requests": None, "max_resent_messages": None, "max_resent_bytes": None,
               "max_sync_messages": None, "max_sync_bytes": None},
     func=check,
+    needs=frozenset({"xmit_req_tx", "xmit_req_rx", "data_tx", "resync_tx"}),
 ))

@@ -67,4 +67,5 @@ CHECK = register_check(Check(
     summary="xmit requests for seqnos whose original arrived later anyway (limits optional)",
     defaults={"max_spurious": None, "max_spurious_pct": None, "show": 20},
     func=check,
+    needs=frozenset({"xmit_req_tx", "data_rx"}),
 ))

@@ -38,4 +38,5 @@ CHECK = register_check(Check(
     summary="xmit requests for seqnos the sender had already purged (stale broadcast link)",
     defaults={"max_stale_requests": 0, "protos": ["nakack4"], "show": 20},
     func=check,
+    needs=frozenset({"xmit_req_rx"}),
 ))

@@ -139,4 +139,5 @@ CHECK = register_check(Check(
     summary="every SYNC handshake (unicast3) and BcastState episode (nakack4) that started finished",
     defaults={"max_unfinished": 0, "ignore_nodes": [], "show": 20},
     func=check,
+    needs=frozenset({"resync_tx", "resync_rx", "resync_timeout", "bcast_state_tx", "bcast_state_rx"}),
 ))

@@ -259,6 +259,18 @@ def with_slow_recovery(delay_s: float = 40.0) -> Scenario:
     return s
 
 
+def with_declared_records() -> Scenario:
+    """The clean run, with n2 a node that declares what it records (NODE_CONTRACT.md) as the JGroups node does:
+    the contract's minimum and data and xmit events, no window or sync handshake events."""
+    s = clean_scenario()
+    start = next(e for e in s.events if e.node == "n2" and e.type == "node_start")
+    start.fields["config"] = {"kind": "jgroups", "records": ["node_start", "node_stop", "peer_heard", "peer_silent",
+                                                              "app_send", "app_deliver", "view", "data_tx",
+                                                              "data_rx", "xmit_req_tx", "xmit_req_rx", "resync_tx",
+                                                              "resync_rx"]}
+    return s
+
+
 def with_verb_anomalies() -> Scenario:
     """One anomaly for each of the checks spurious_xmit, sync_handshakes, blocked and resends_without_request
     (each check sees only its own; with default limits only sync_handshakes fails):

@@ -35,6 +35,18 @@ def test_clean_history_passes_every_check(analyzed):  # noqa: F811
     assert written["counts"]["msgs_sent_by_kind"] == {"multicast": 13, "unicast": 3}
 
 
+def test_a_check_answers_unknown_where_a_node_does_not_record_what_it_reads(analyzed):  # noqa: F811
+    summary = analyzed(pf.with_declared_records)
+    unknown = {name for name, status in pf.statuses(summary).items() if status == "unknown"}
+    # n2 records no window_full / resync_timeout / bcast_state: these two cannot judge the run ...
+    assert unknown == {"blocked", "sync_handshakes"}, {n: r.reason for n, r in summary.checks.items()}
+    assert summary.checks["blocked"].reason == ("n2 (jgroups) does not record window_full, window_unblocked, which "
+                                                "this check reads (NODE_CONTRACT.md)")
+    # ... while the checks fed by what it records judge it as before
+    assert {name: status for name, status in pf.statuses(summary).items() if name not in unknown} == \
+        {c.name: "ok" for c in CHECKS if c.name not in unknown}
+
+
 ANOMALIES = [
     (pf.with_lost_message, "delivery"),
     (pf.with_duplicate, "duplicates"),
