@@ -8,7 +8,7 @@ STAMP := $(VENV)/.splitlab-installed
 N ?= 3
 PYTEST_ARGS ?=
 
-.PHONY: demo test unit images up down doctor bench clean host-deps venv
+.PHONY: demo test unit images images-all up down doctor bench clean host-deps venv
 
 host-deps:
 	@bash images/host-deps.sh
@@ -24,10 +24,14 @@ venv: $(STAMP)
 images: host-deps venv
 	$(BIN)/splitlab images
 
+## every node kind's image: splitlab's node and the real JGroups' (the tests run both)
+images-all: host-deps venv
+	$(BIN)/splitlab images --kind all
+
 ## the tests: unit tests beside the real-container cluster and scenario tests (needs root and Docker), in two
 ## pytest-xdist workers; every container test runs in one of them, one after the other (tests/conftest.py)
 ## (tests marked `long` run in `make bench` instead)
-test: images
+test: images-all
 	@mkdir -p runs
 	$(BIN)/python -m pytest tests -ra -n 2 -m "not long" --junitxml=runs/junit.xml $(PYTEST_ARGS)
 
@@ -47,7 +51,7 @@ down: venv
 doctor: venv
 	$(BIN)/splitlab doctor
 
-bench: images
+bench: images-all
 	$(BIN)/python -m bench
 	$(BIN)/python -m pytest tests -ra -m long
 

@@ -16,6 +16,7 @@ have_cmd tc || need+=(iproute2)
 have_cmd nsenter || need+=(util-linux)
 have_cmd java || need+=(default-jre-headless)
 have_cmd javac || need+=(default-jdk-headless)  # compiles the JGroups image's trace protocol (images/jgroups/java)
+have_pkg libjgroups-java || need+=(libjgroups-java)  # the real jar on the host: the codec test feeds it forged frames
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 have_cmd qemu-system-x86_64 || need+=(qemu-system-x86)
 have_pkg busybox-static || need+=(busybox-static)  # the initramfs needs the static build at /bin/busybox

@@ -24,8 +24,11 @@ TICK_S = 0.1
 async def serve(config: JgConfig) -> int:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+
+    def on_signals() -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+    on_signals()
     node = config.node
     history = SharedHistory(node.history_path, node.run_id, node.name)
     runtime = JgRuntime(config, history, lambda exc: loop.call_soon_threadsafe(stop.set))
@@ -42,7 +45,9 @@ async def serve(config: JgConfig) -> int:
                              "props": {p: dict(v) for p, v in config.props.items()},
                              "stack": runtime.stack_config(), "records": sorted(CONTRACT_EVENTS | RECORDS)})
         history.flush()
-        connect = asyncio.ensure_future(asyncio.to_thread(runtime.start))
+        await asyncio.to_thread(runtime.start_jvm)
+        on_signals()  # the JVM's start reset SIGTERM to its default, which PID 1 of a container never acts on
+        connect = asyncio.ensure_future(asyncio.to_thread(runtime.connect))
         print(f"node {node.name}: JGroups {config.unicast} on {runtime.data_ip}, control "
               f"http://{control_ip}:{control_port}", flush=True)
         flush_every = max(1, round(node.flush_ms / 1000 / TICK_S))

@@ -33,11 +33,12 @@ MAX_PAYLOAD_BYTES = 60_000  # one UDP datagram with bundling off, headers aside
 
 
 class SharedHistory(HistoryWriter):
-    """The history writer behind a lock: JGroups' threads and the event loop write to it."""
+    """The history writer behind a lock: JGroups' threads and the event loop write to it. Reentrant: `record`
+    flushes a full buffer and `close` flushes, each through `flush`."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
 
     def record(self, type_: str, fields: dict[str, Any]) -> None:
         with self._lock:
@@ -83,11 +84,15 @@ class JgRuntime:
         return stack.config_string(self.data_ip, self.config.node.data_address(self.name)[1], ips,
                                    self.config.unicast, self.config.props)
 
-    def start(self) -> None:
-        """Start the JVM, build the channel with the trace protocol and connect it to the run's cluster."""
+    def start_jvm(self) -> None:
+        """Start the JVM (`-Xrs`: it leaves SIGTERM alone; its start still resets the signal's handler, which the
+        caller installs again)."""
         jpype.startJVM(jpype.getDefaultJVMPath(), f"-Xmx{self.config.heap_mb}m", "-XX:+UseSerialGC",
-                       "-XX:-UsePerfData", "-Djava.net.preferIPv4Stack=true", f"-Djgroups.bind_addr={self.data_ip}",
+                       "-XX:-UsePerfData", "-Xrs", "-Djava.net.preferIPv4Stack=true", f"-Djgroups.bind_addr={self.data_ip}",
                        classpath=[JGROUPS_JAR, TRACE_JAR], convertStrings=True)
+
+    def connect(self) -> None:
+        """Build the channel with the trace protocol and connect it to the run's cluster (blocks until joined)."""
         channel = jpype.JClass("org.jgroups.JChannel")(self.stack_config())
         channel.setName(self.name)
         channel.getProtocolStack().findProtocol("SplitlabTrace").setListener(bridge.listener(self.trace, self.fail))

@@ -8,6 +8,8 @@ with it in between tells its fate:
 - the unicast protocol asked its sender for the first seqno meanwhile (a SEND_FIRST_SEQNO left): `wrong_conn`
   when this node had delivered from another connection of that sender, else `no_conn`;
 - at or below what was delivered from that sender's connection: `duplicate`;
+- a message of the stack itself (no application message id: a view, a digest) next in order on its connection:
+  `deliver` (the layer above takes it at once, as it would an application message);
 - otherwise `buffer` (kept behind a gap, or handed to another thread that is delivering that sender's messages).
 Resends answered within an XMIT_REQ's pass are its `found` seqnos, the rest of the range its `missing`. A data
 message sent again on a connection (seqno at or below the highest sent) is a `resend`.
@@ -67,7 +69,9 @@ class Trace:
     def __init__(self, record: Record, heard: Callable[[str], None]) -> None:
         self._record = record
         self._heard = heard
-        self._local = threading.local()
+        # the arrivals in their pass up, per OS thread: not threading.local, whose state JPype drops between two
+        # calls from the same Java thread (each call attaches a fresh Python thread state)
+        self._passes: dict[int, list[Arrival | None]] = {}
         self._lock = threading.Lock()
         self._sent: dict[tuple[str, str, int], int] = {}  # (proto, dest, conn_id) -> highest seqno sent
         self._delivered: dict[tuple[str, str], tuple[int, int]] = {}  # (proto, src) -> (conn_id, highest seqno)
@@ -75,32 +79,37 @@ class Trace:
         self.undecodable = 0
 
     # --- the trace protocol's calls -------------------------------------------------------------------------------
+    def _stack(self) -> list[Arrival | None]:
+        return self._passes.setdefault(threading.get_ident(), [])
+
     def arrived(self, data: bytes, src: str | None) -> None:
-        stack = getattr(self._local, "stack", None)
-        if stack is None:
-            stack = self._local.stack = []
+        stack = self._stack()
         try:
             msg = wire.decode_message(data)
         except WireError:
             self.undecodable += 1
             stack.append(None)
             return
-        name = src or str(msg.src)
-        self._heard(name)
+        name = src or str(msg.src)  # a sender whose logical name discovery has not told yet: its UUID
+        if src is not None:
+            self._heard(src)
         type_name, fields = wire.classify(msg)
         stack.append(Arrival(type_name, name, fields, payload_msg_id(msg.payload) if msg.payload else None))
 
     def settled(self) -> None:
-        arrival = self._local.stack.pop()
+        ident = threading.get_ident()
+        stack = self._passes[ident]
+        arrival = stack.pop()
+        if not stack:
+            del self._passes[ident]
         if arrival is None:
             return
         proto, kind = split_type(arrival.type_name)
         if proto is None:
             return
         f = arrival.fields
-        src = f.get("original_sender") or arrival.src
-        if kind in ("Data", "Msg", "XmitRsp"):
-            self._data_rx(proto, src, arrival, resend=kind == "XmitRsp")
+        if kind in ("Data", "Msg", "XmitRsp"):  # an XMIT_RSP keeps its original sender as src
+            self._data_rx(proto, arrival.src, arrival, resend=kind == "XmitRsp")
         elif kind == "XmitReq":
             asked = _seqnos(f)
             found = sorted({d[2].get("seqno") for d in arrival.departures if _is_data(d[0])} & set(asked))
@@ -127,8 +136,8 @@ class Trace:
         if proto is None:
             return
         to = dest or "*"
-        stack = getattr(self._local, "stack", None)
-        if stack:
+        stack = self._passes.get(threading.get_ident())
+        if stack and stack[-1] is not None:
             stack[-1].departures.append((type_name, to, fields))
         seqno = fields.get("seqno")
         if kind in ("Data", "Msg", "XmitRsp"):
@@ -146,7 +155,7 @@ class Trace:
                     event["msg_id"] = msg_id
             self._record("data_tx", event)
         elif kind == "XmitReq":
-            self._record("xmit_req_tx", {"proto": proto, "to": fields.get("original_sender") or to,
+            self._record("xmit_req_tx", {"proto": proto, "to": fields.get("sender") or to,
                                          "seqnos": _seqnos(fields)})
         elif kind == "SendFirstSeqno":
             self._record("resync_tx", {"proto": proto, "peer": to, "kind": "first_seqno_req", "bytes": len(data),
@@ -159,8 +168,8 @@ class Trace:
     # --- the channel's receiver -----------------------------------------------------------------------------------
     def delivered(self, msg_id: str) -> None:
         """The application got `msg_id` (on the calling thread)."""
-        stack = getattr(self._local, "stack", None)
-        if stack:
+        stack = self._passes.get(threading.get_ident())
+        if stack and stack[-1] is not None:
             stack[-1].delivered.add(msg_id)
         with self._lock:
             pending = self._pending.pop(msg_id, None)
@@ -179,6 +188,7 @@ class Trace:
         seqno, conn_id = f.get("seqno"), int(f.get("conn_id") or 0)
         with self._lock:
             last = self._delivered.get((proto, src))
+            in_order = last is None or last[0] != conn_id or seqno == last[1] + 1
             if arrival.msg_id is not None and arrival.msg_id in arrival.delivered:
                 action = "deliver"
                 self._advance(proto, src, conn_id, seqno)
@@ -186,6 +196,9 @@ class Trace:
                 action = "wrong_conn" if last is not None and last[0] != conn_id else "no_conn"
             elif last is not None and last[0] == conn_id and seqno <= last[1]:
                 action = "duplicate"
+            elif arrival.msg_id is None and in_order:  # the stack's own message (a view, a digest), in order:
+                action = "deliver"                      # taken by the layer above at once, as an app message is
+                self._advance(proto, src, conn_id, seqno)
             else:
                 action = "buffer"
                 if arrival.msg_id is not None:

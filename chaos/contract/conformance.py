@@ -62,13 +62,25 @@ class _Checker:
         self.items.append(Item(section, name, "keeps" if ok else ("optional" if optional else "lacks"), detail))
         return ok
 
-    def url(self, node: str, path: str) -> str:
-        return self.cluster.node(node).control_url + path
+    def probe(self, section: str, name: str, probe: Callable[[], tuple[bool, str]]) -> bool:
+        """One item from `probe() -> (kept, detail)`; an unreachable node or an answer of the wrong shape is
+        the item's `lacks`, with what went wrong."""
+        try:
+            ok, detail = probe()
+        except requests.RequestException as exc:
+            ok, detail = False, f"no answer: {type(exc).__name__}: {str(exc)[:160]}"
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:  # not JSON, or JSON of another shape
+            ok, detail = False, f"an answer of the wrong shape: {type(exc).__name__}: {str(exc)[:160]}"
+        return self.add(section, name, ok, detail)
 
     def call(self, method: str, node: str, path: str, body: dict | None = None,
              token: str | None = "") -> requests.Response:
         headers = {} if token is None else {"Authorization": f"Bearer {token or self.cluster.token}"}
-        return requests.request(method, self.url(node, path), json=body, headers=headers, timeout=10)
+        url = self.cluster.node(node).control_url + path
+        return requests.request(method, url, json=body, headers=headers, timeout=10)
+
+    def json(self, method: str, node: str, path: str, body: dict | None = None) -> Any:
+        return self.call(method, node, path, body).json()
 
 
 def _wait(what: Callable[[], Any], timeout_s: float = SETTLE_S) -> Any:
@@ -81,52 +93,73 @@ def _wait(what: Callable[[], Any], timeout_s: float = SETTLE_S) -> Any:
         time.sleep(0.2)
 
 
-def _api(c: _Checker) -> tuple[str | None, str | None]:
+def _api(c: _Checker) -> tuple[Any, Any]:
     """The control API items; returns the ids of the unicast and multicast workloads it started (None: refused)."""
     a, b = c.cluster.names[:2]
-    resp = c.call("GET", a, "/health", token=None)
-    c.add("control API", "a request without the token gets 401", resp.status_code == 401, f"got {resp.status_code}")
-    health = c.call("GET", a, "/health").json()
-    c.add("control API", "GET /health: ok, node, run, boot",
-          health.get("ok") is True and health.get("node") == a and health.get("run") == c.cluster.run_id
-          and isinstance(health.get("boot"), int), json.dumps(health)[:200])
-    state = c.call("GET", a, "/state").json()
-    live = (state.get("layers") or {}).get("liveness")
-    c.add("control API", "GET /state: node, run, boot, members, view, layers.liveness, workloads",
-          state.get("node") == a and isinstance(state.get("members"), list) and "view" in state
-          and isinstance(live, dict) and all(isinstance(v, dict) and "heard" in v for v in live.values())
-          and isinstance(state.get("workloads"), list), ", ".join(sorted(state)))
+    api = "control API"
 
-    def one_view() -> bool:
-        views = [c.call("GET", n, "/state").json().get("view") for n in (a, b)]
-        return all(v and sorted(v.get("members", [])) == sorted((a, b)) for v in views) and views[0] == views[1]
-    c.add("control API", "both nodes report one view of both members in /state", bool(_wait(one_view)),
-          "within 30 s")
-    resp = c.call("POST", a, "/workload/unicast", {"to": b, "count": UNICASTS, "size": 100, "rate": 200})
-    uni = resp.json().get("workload_id") if resp.status_code == 202 else None
-    c.add("control API", "POST /workload/unicast answers 202 with a workload_id", uni is not None,
-          f"got {resp.status_code} {resp.text[:120]}")
-    resp = c.call("POST", a, "/workload/multicast", {"count": MULTICASTS, "size": 100, "rate": 200})
-    multi = resp.json().get("workload_id") if resp.status_code == 202 else None
-    c.add("control API", "POST /workload/multicast answers 202 (400: no multicast layer)",
-          multi is not None or resp.status_code == 400, f"got {resp.status_code} {resp.text[:120]}")
-    resp = c.call("POST", a, "/workload/unicast", {"to": b, "count": "many"})
-    c.add("control API", "a bad workload request gets 400 with an error",
-          resp.status_code == 400 and "error" in resp.json(), f"got {resp.status_code}")
-    answers = {op: c.call("POST", a, f"/admin/{op}", {"peer": b}).status_code for op in ADMIN_OPS}
-    offered = [op for op, code in answers.items() if code == 200]
-    c.add("control API", "admin verbs: 200, or refused with 400 (optional)",
-          all(code in (200, 400) for code in answers.values()),
-          f"offered: {', '.join(offered) or 'none'}; answers {answers}")
+    def token() -> tuple[bool, str]:
+        code = c.call("GET", a, "/health", token=None).status_code
+        return code == 401, f"got {code}"
+    c.probe(api, "a request without the token gets 401", token)
 
-    def finished(workload_id: Any, count: int) -> bool:
-        found = [w for w in c.call("GET", a, "/state").json().get("workloads", []) if w.get("id") == workload_id]
-        return bool(found) and found[0].get("done") is True and found[0].get("sent") == count
-    for workload_id, count, kind in ((uni, UNICASTS, "unicast"), (multi, MULTICASTS, "multicast")):
-        if workload_id is not None:
-            c.add("control API", f"the {kind} workload shows in /state.workloads, done with sent={count}",
-                  bool(_wait(lambda: finished(workload_id, count))), "within 30 s")
-    return uni, multi
+    def health() -> tuple[bool, str]:
+        got = c.json("GET", a, "/health")
+        return (got.get("ok") is True and got.get("node") == a and got.get("run") == c.cluster.run_id
+                and isinstance(got.get("boot"), int)), json.dumps(got)[:200]
+    c.probe(api, "GET /health: ok, node, run, boot", health)
+
+    def state() -> tuple[bool, str]:
+        got = c.json("GET", a, "/state")
+        live = got["layers"]["liveness"]
+        return (got.get("node") == a and isinstance(got.get("members"), list) and "view" in got
+                and isinstance(live, dict) and all(isinstance(v, dict) and "heard" in v for v in live.values())
+                and isinstance(got.get("workloads"), list)), ", ".join(sorted(got))
+    c.probe(api, "GET /state: node, run, boot, members, view, layers.liveness, workloads", state)
+
+    def one_view() -> tuple[bool, str]:
+        def same() -> bool:
+            views = [c.json("GET", n, "/state").get("view") for n in (a, b)]
+            return all(v and sorted(v["members"]) == sorted((a, b)) for v in views) and views[0] == views[1]
+        return bool(_wait(same)), "within 30 s"
+    c.probe(api, "both nodes report one view of both members in /state", one_view)
+
+    started: dict[str, Any] = {}
+
+    def workload(kind: str, body: dict, refusal_ok: bool) -> Callable[[], tuple[bool, str]]:
+        def post() -> tuple[bool, str]:
+            resp = c.call("POST", a, f"/workload/{kind}", body)
+            if resp.status_code == 202:
+                started[kind] = resp.json()["workload_id"]
+            return (kind in started or refusal_ok and resp.status_code == 400), \
+                f"got {resp.status_code} {resp.text[:120]}"
+        return post
+    c.probe(api, "POST /workload/unicast answers 202 with a workload_id",
+            workload("unicast", {"to": b, "count": UNICASTS, "size": 100, "rate": 200}, False))
+    c.probe(api, "POST /workload/multicast answers 202 (400: no multicast layer)",
+            workload("multicast", {"count": MULTICASTS, "size": 100, "rate": 200}, True))
+
+    def bad_request() -> tuple[bool, str]:
+        resp = c.call("POST", a, "/workload/unicast", {"to": b, "count": "many"})
+        return resp.status_code == 400 and "error" in resp.json(), f"got {resp.status_code}"
+    c.probe(api, "a bad workload request gets 400 with an error", bad_request)
+
+    def admin() -> tuple[bool, str]:
+        answers = {op: c.call("POST", a, f"/admin/{op}", {"peer": b}).status_code for op in ADMIN_OPS}
+        offered = [op for op, code in answers.items() if code == 200]
+        return (all(code in (200, 400) for code in answers.values()),
+                f"offered: {', '.join(offered) or 'none'}; answers {answers}")
+    c.probe(api, "admin verbs: 200, or refused with 400 (optional)", admin)
+
+    for kind, count in (("unicast", UNICASTS), ("multicast", MULTICASTS)):
+        if kind in started:
+            def finished(workload_id: Any = started[kind], count: int = count) -> tuple[bool, str]:
+                def done() -> bool:
+                    found = [w for w in c.json("GET", a, "/state")["workloads"] if w.get("id") == workload_id]
+                    return bool(found) and found[0].get("done") is True and found[0].get("sent") == count
+                return bool(_wait(done)), "within 30 s"
+            c.probe(api, f"the {kind} workload shows in /state.workloads, done with sent={count}", finished)
+    return started.get("unicast"), started.get("multicast")
 
 
 def _history(c: _Checker, multicast: bool) -> None:

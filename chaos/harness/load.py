@@ -324,6 +324,22 @@ class _Checker:
                 self.add(("cluster",), f"node {node_name}{under} would refuse its configuration: {error}")
                 return  # the other nodes would most likely say the same
 
+    @property
+    def kind(self) -> str:
+        known = self.variant is None or self.variant in self.scenario.variants
+        return run_kind(self.scenario, self.variant if known else None)
+
+    def same_wire(self, path: tuple[Any, ...], code: int) -> bool:
+        """Whether message type `code` is of the wire the run's nodes speak; says so when not."""
+        from chaos.wire.dissect import is_jgroups
+
+        if is_jgroups(code) == (self.kind == "jgroups"):
+            return True
+        under = f" (variant {self.variant})" if self.variant else ""
+        speaks = "the real JGroups 2.12's" if self.kind == "jgroups" else "splitlab's own"
+        self.add(path, f"{_type_name(code)} is not a message of the wire this run's nodes speak: {speaks}{under}")
+        return False
+
     def kind_settings(self, kind: str) -> None:
         """Every settings layer of the run fits its node kind: no splitlab node settings (nor its timeouts beyond
         the contract's) in a run of JGroups, no JGroups settings in a run of splitlab's node."""
@@ -491,6 +507,8 @@ class _Checker:
         self.guarded(path + ("type",), lambda: code.append(message_type(m.type)))
         parsed: list[dict[str, Any]] = []
         self.guarded(path + ("action",), lambda: parsed.append(action_spec(m.action)))
+        if code and not self.same_wire(path + ("type",), code[0]):
+            return
         names = _wire_fields(code[0]) if code else None
         if names is not None and m.first is not None and "first" not in names:
             self.add(path + ("first",), f"{_type_name(code[0])} has no first flag; first applies to UnicastData")
@@ -515,6 +533,10 @@ class _Checker:
         code: list[int] = []
         self.guarded(path + ("type",), lambda: code.append(message_type(i.type)))
         if not code:
+            return
+        if self.kind != "splitlab":
+            self.add(path, f"inject forges splitlab's own wire; this run is of the real JGroups"
+                           f"{' (variant ' + self.variant + ')' if self.variant else ''}")
             return
         name = _type_name(code[0])
         if i.conn_id is not None:
@@ -637,8 +659,11 @@ def _type_name(code: int) -> str:
 
 def _wire_fields(code: int) -> list[str] | None:
     """The field names of a wire message type (None for an unknown code)."""
+    from jgnode.wire import NAMES_BY_CODE, rule_fields
     from node.wire import field_names, message_types
 
+    if code in NAMES_BY_CODE:
+        return list(rule_fields(NAMES_BY_CODE[code]))
     cls = message_types().get(code)
     return None if cls is None else field_names(cls)
 

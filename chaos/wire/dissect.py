@@ -12,7 +12,8 @@ written out here; a variable message without a class is shown as raw bytes. The 
 step with node.wire's codec on the same bytes.
 
 `message_type(name_or_code)` resolves what users type (a class name `UnicastAck`, its snake form `unicast_ack`,
-or a code) to a type code.
+or a code) to a type code; the real JGroups' message types (`Unicast2Stable`: jgnode.wire, codes >= 0x1000)
+resolve too, so one `--type` serves both wires.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from scapy.fields import (ByteEnumField, ByteField, FieldLenField, FieldListFiel
 from scapy.layers.inet import UDP
 from scapy.packet import Packet, Raw, bind_layers
 
+from jgnode import wire as jgwire
 from node import wire
 from node.errors import UsageError
 
@@ -130,24 +132,35 @@ def _snake(name: str) -> str:
 
 
 def message_type(name_or_code: str | int) -> int:
-    """The wire type code for a class name (`UnicastAck`), its snake form (`unicast_ack`) or a code.
+    """The wire type code for a class name (`UnicastAck`), its snake form (`unicast_ack`) or a code; also a
+    type of the real JGroups' wire (`Unicast2Stable`, jgnode.wire.MESSAGE_TYPES, codes >= 0x1000).
 
     Raises `UsageError` listing the known types.
     """
     types = wire.message_types()
     if isinstance(name_or_code, int) or str(name_or_code).isdigit():
         code = int(name_or_code)
-        if code in types:
+        if code in types or code in jgwire.NAMES_BY_CODE:
             return code
     else:
         for code, cls in types.items():
             if name_or_code in (cls.__name__, _snake(cls.__name__)):
                 return code
+        if name_or_code in jgwire.MESSAGE_TYPES:
+            return jgwire.MESSAGE_TYPES[name_or_code]
     known = ", ".join(f"{cls.__name__} ({code})" for code, cls in sorted(types.items()))
-    raise UsageError(f"unknown message type {name_or_code!r}; known: {known}")
+    raise UsageError(f"unknown message type {name_or_code!r}; known: {known}; of the real JGroups: "
+                     f"{', '.join(sorted(jgwire.MESSAGE_TYPES))}")
+
+
+def is_jgroups(code: int) -> bool:
+    """Whether a type code is of the real JGroups' wire (jgnode.wire), not splitlab's."""
+    return code in jgwire.NAMES_BY_CODE
 
 
 def type_name(code: int) -> str:
+    if is_jgroups(code):
+        return jgwire.NAMES_BY_CODE[code]
     cls = wire.message_types().get(code)
     return cls.__name__ if cls else f"type{code}"
 

@@ -4,9 +4,11 @@ For each IPv4/UDP or IPv6/UDP packet toward a shaped peer:
 0. a jammed peer (a jammed partition): the packet is held whole (`node.sim.jam.JamQueue`, the oldest dropped
    beyond the cap) and handed back, in the jam's release order, when a reload lifts the jam (`lifted`) or the
    shaper ends (`release_all`); nothing else applies to it;
-1. message rules (if any for that peer): the datagram is dissected (chaos.wire.dissect); each message is kept,
-   dropped, duplicated or diverted to a later time by the first matching rule; the original packet is rewritten
-   to carry what is kept, and diverted or duplicated messages become packets of their own (`extra`);
+1. message rules (if any for that peer): the datagram is dissected (splitlab's wire by chaos.wire.dissect, the
+   real JGroups 2.12's by jgnode.wire); each message is kept, dropped, duplicated or diverted to a later time by
+   the first matching rule; the original packet is rewritten to carry what is kept (a JGroups bundle rebuilt from
+   its messages' bytes; a lone JGroups message is the whole datagram), and diverted or duplicated messages become
+   packets of their own (`extra`);
 2. the link fault of that peer, on what is left of the original: loss, corruption (one bit of the UDP
    payload, checksum made right), rate (serialisation at `rate_kbit`), delay +- jitter (uniform or from
    iproute2's tables, chaos.net.shaper.disttable), reordering (that share of packets skips the delay) and
@@ -26,7 +28,9 @@ from chaos.faults.grudge import LinkFault
 from chaos.net.shaper import disttable, ipudp
 from chaos.faults.msgrules import DROP, DUPLICATE, PASS, RuleBook
 from chaos.net.shaper.spec import ShaperSpec
+from jgnode import wire as jgwire
 from node import wire
+from node.errors import WireError
 from node.sim.jam import JamQueue, outcome, release_all
 
 
@@ -38,6 +42,12 @@ class Verdict:
     at_s: float | None
     payload: bytes | None = None
     extra: list[tuple[float, bytes]] = field(default_factory=list)
+
+
+def _jg_type(message: jgwire.JgMessage) -> tuple[int, dict]:
+    """A JGroups message's rule type code and fields (`jgnode.wire.classify`)."""
+    name, fields = jgwire.classify(message)
+    return jgwire.MESSAGE_TYPES[name], fields
 
 
 class Engine:
@@ -109,45 +119,62 @@ class Engine:
         return self._link(now_s, pkt, fault, verdict)
 
     def _messages(self, now_s: float, pkt: ipudp.UdpPacket, dst: str) -> tuple[ipudp.UdpPacket | None, Verdict]:
+        """Message rules on one datagram of either wire: splitlab's own (`SL...`, dissected by scapy) or the real
+        JGroups 2.12's (`jgnode.wire`; a bundle's messages one by one, a lone message as the whole datagram)."""
         from chaos.wire import dissect  # scapy loads only when a message rule exists (images.AGENT_LAZY_IMPORTS)
 
-        if not pkt.payload.startswith(b"SL"):
+        payload = pkt.payload
+        if payload.startswith(b"SL"):
+            try:
+                datagram = dissect.dissect(payload)
+            except (struct.error, ValueError, IndexError, TypeError):  # what scapy raises on mangled bytes
+                datagram = None
+            if datagram is None or datagram.count != len(datagram.messages):
+                self.stats["not_dissected"] += 1
+                return pkt, Verdict(now_s)
+            messages = [(message.type, dissect.fields_of(message)) for message in datagram.messages]
+            raws = [bytes(message) for message in datagram.messages]
+            head = payload[:wire.HEAD_BYTES + datagram.sender_len]
+
+            def rebuild(keep: list[int]) -> bytes:
+                return head + len(keep).to_bytes(2, "big") + b"".join(raws[i] for i in keep)
+        elif jgwire.looks_like(payload):
+            try:
+                jg = jgwire.decode_datagram(payload)
+            except WireError:
+                self.stats["not_dissected"] += 1
+                return pkt, Verdict(now_s)
+            messages = [_jg_type(message) for message in jg.messages]
+
+            def rebuild(keep: list[int]) -> bytes:
+                return jgwire.rebuild(jg, keep)
+        else:
             return pkt, Verdict(now_s)
-        try:
-            datagram = dissect.dissect(pkt.payload)
-        except (struct.error, ValueError, IndexError, TypeError):  # what scapy raises on mangled bytes
-            datagram = None
-        if datagram is None or datagram.count != len(datagram.messages):
-            self.stats["not_dissected"] += 1
-            return pkt, Verdict(now_s)
-        src = self.spec.node
-        kept: list[bytes] = []
-        later: dict[float, list[bytes]] = {}
-        copies: list[bytes] = []
+        kept: list[int] = []
+        later: dict[float, list[int]] = {}
+        copies: list[int] = []
         changed = False
-        for message in datagram.messages:
-            raw_msg = bytes(message)
-            decision = self.book.decide(now_s, src, dst, message.type, dissect.fields_of(message))
+        for index, (msg_type, fields) in enumerate(messages):
+            decision = self.book.decide(now_s, self.spec.node, dst, msg_type, fields)
             if decision == PASS:
-                kept.append(raw_msg)
+                kept.append(index)
                 continue
             changed = True
             self.stats[f"msg_{decision if isinstance(decision, str) else 'delayed'}"] += 1
             if decision == DROP:
                 continue
             if decision == DUPLICATE:
-                kept.append(raw_msg)
-                copies.append(raw_msg)
+                kept.append(index)
+                copies.append(index)
             else:
-                later.setdefault(float(decision), []).append(raw_msg)
+                later.setdefault(float(decision), []).append(index)
         if not changed:
             return pkt, Verdict(now_s)
-        head = pkt.payload[:wire.HEAD_BYTES + datagram.sender_len]
 
-        def packet(messages: list[bytes]) -> bytes:
-            return ipudp.with_payload(pkt, head + len(messages).to_bytes(2, "big") + b"".join(messages))
+        def packet(keep: list[int]) -> bytes:
+            return ipudp.with_payload(pkt, rebuild(keep))
 
-        extra = [(at_s, packet(msgs)) for at_s, msgs in sorted(later.items())]
+        extra = [(at_s, packet(indices)) for at_s, indices in sorted(later.items())]
         if copies:
             extra.append((now_s, packet(copies)))
         if not kept:

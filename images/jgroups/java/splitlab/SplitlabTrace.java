@@ -8,6 +8,7 @@ import org.jgroups.Address;
 import org.jgroups.Event;
 import org.jgroups.Message;
 import org.jgroups.stack.Protocol;
+import org.jgroups.util.UUID;
 
 /**
  * The one Java class of splitlab's JGroups node: a protocol placed directly above the transport (UDP) that shows
@@ -36,8 +37,12 @@ public class SplitlabTrace extends Protocol {
         return buffer.toByteArray();
     }
 
+    /** The member's logical name (its splitlab node name), null while discovery has not told it yet. */
     private static String name(Address addr) {
-        return addr == null ? null : addr.toString();  // a UUID prints its logical name once it is known
+        if (addr instanceof UUID) {
+            return UUID.get(addr);
+        }
+        return addr == null ? null : addr.toString();
     }
 
     @Override
