@@ -1,13 +1,16 @@
 """Entry point of the JGroups node (`python -m jgnode`): the configuration from the environment, the control API
 (splitlab's own, `node.control`) first, then the JVM and the channel; a clean stop on SIGTERM/SIGINT with the
-history flushed. The process ends with `os._exit` once the history is closed: the JVM's shutdown waits for
-JGroups' threads, and nothing is left to save by then."""
+history flushed (the channel's graceful close is given CLOSE_TIMEOUT_S). The process ends with `os._exit` once
+the history is closed: the JVM's shutdown waits for JGroups' threads, and nothing is left to save by then."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import signal
 import sys
+import threading
+from typing import Callable
 
 from aiohttp import web
 
@@ -19,6 +22,23 @@ from node.errors import SplitlabError
 from node.history import CONTRACT_EVENTS
 
 TICK_S = 0.1
+CLOSE_TIMEOUT_S = 1.0  # a run stops all its nodes at once: their leaves find no one to answer them
+
+
+def _daemon(work: Callable[[], None]) -> concurrent.futures.Future:
+    """`work()` on a daemon thread, its outcome in the returned future: a JGroups call that blocks (a join, a
+    leave) must not hold up the process's exit as a thread of asyncio's executor would."""
+    done: concurrent.futures.Future = concurrent.futures.Future()
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting side, which fails the node
+            done.set_exception(exc)
+        else:
+            done.set_result(None)
+    threading.Thread(target=run, daemon=True, name=getattr(work, "__name__", "jgroups")).start()
+    return done
 
 
 async def serve(config: JgConfig) -> int:
@@ -47,7 +67,7 @@ async def serve(config: JgConfig) -> int:
         history.flush()
         await asyncio.to_thread(runtime.start_jvm)
         on_signals()  # the JVM's start reset SIGTERM to its default, which PID 1 of a container never acts on
-        connect = asyncio.ensure_future(asyncio.to_thread(runtime.connect))
+        connect = _daemon(runtime.connect)
         print(f"node {node.name}: JGroups {config.unicast} on {runtime.data_ip}, control "
               f"http://{control_ip}:{control_port}", flush=True)
         flush_every = max(1, round(node.flush_ms / 1000 / TICK_S))
@@ -68,7 +88,12 @@ async def serve(config: JgConfig) -> int:
             reason = "error"
             print(f"node {node.name}: stopping on error: {runtime.failure!r}", file=sys.stderr, flush=True)
     finally:
-        await asyncio.to_thread(runtime.stop)
+        # JChannel.close leaves the group gracefully; in a partition, or with every member leaving, that waits
+        closing = _daemon(runtime.stop)
+        try:
+            await asyncio.wait_for(asyncio.wrap_future(closing), CLOSE_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            runtime.counters["close_timed_out"] = 1
         await runner.cleanup()
         history.emit("node_stop", reason=reason, counters=dict(runtime.counters), dropped={})
         history.close()

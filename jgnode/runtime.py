@@ -69,7 +69,7 @@ class JgRuntime:
         self.counters: dict[str, int] = {"app_delivered": 0}
         self.data_ip = resolve(config.node.data_address(self.name)[0])
         self.liveness = Liveness(self.name, self.members, config.node.silence_ms, history.record)
-        self.trace = Trace(history.record, self.liveness.heard)
+        self.trace = Trace(self.name, history.record, self.liveness.heard)
         self.failure: BaseException | None = None
         self._on_failure = on_failure
         self._msg_counter = 0

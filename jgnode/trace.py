@@ -63,10 +63,12 @@ class Arrival:
 
 class Trace:
     """Turns the trace protocol's calls and the channel's deliveries into history events through `record`;
-    `heard(name)` is told of every message's sender (the node's liveness). Thread-safe: JGroups calls it from
-    its thread pools."""
+    `heard(name)` is told of every message's sender (the node's liveness). A message from or to `local` itself
+    never crosses the wire (the transport loops it back) and is left out. Thread-safe: JGroups calls it from its
+    thread pools."""
 
-    def __init__(self, record: Record, heard: Callable[[str], None]) -> None:
+    def __init__(self, local: str, record: Record, heard: Callable[[str], None]) -> None:
+        self.local = local
         self._record = record
         self._heard = heard
         # the arrivals in their pass up, per OS thread: not threading.local, whose state JPype drops between two
@@ -91,6 +93,9 @@ class Trace:
             stack.append(None)
             return
         name = src or str(msg.src)  # a sender whose logical name discovery has not told yet: its UUID
+        if name == self.local:
+            stack.append(None)
+            return
         if src is not None:
             self._heard(src)
         type_name, fields = wire.classify(msg)
@@ -133,7 +138,7 @@ class Trace:
             return
         type_name, fields = wire.classify(msg)
         proto, kind = split_type(type_name)
-        if proto is None:
+        if proto is None or dest == self.local:
             return
         to = dest or "*"
         stack = self._passes.get(threading.get_ident())

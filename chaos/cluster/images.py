@@ -54,6 +54,7 @@ JGROUPS_BASE_REPO = "splitlab-jgbase"
 HOSTBED_REPO = "splitlab-hostbed"
 AGENT_REPO = "splitlab-agent"
 # The agent's processes (the shaper, the wire agent) and what they import from this repository besides `node`
+# (the JGroups codec among them: message faults on the real JGroups' wire)
 # (tests/unit/test_agent_image.py checks it against a fresh interpreter): the agent image carries these and
 # nothing else of the controller.
 AGENT_ENTRIES = ("chaos.net.shaper.__main__", "chaos.wire.agent")
@@ -61,7 +62,7 @@ AGENT_MODULES = ("chaos/__init__.py", "chaos/faults/__init__.py", "chaos/faults/
                  "chaos/faults/msgrules.py", "chaos/host/__init__.py", "chaos/host/netns.py", "chaos/host/priority.py",
                  "chaos/host/proc.py", "chaos/net/__init__.py", "chaos/net/shaper", "chaos/wire/__init__.py",
                  "chaos/wire/agent.py", "chaos/wire/capture.py", "chaos/wire/dissect.py", "chaos/wire/inject.py",
-                 "chaos/wire/probe.py")
+                 "chaos/wire/probe.py", "jgnode/__init__.py", "jgnode/wire.py")
 # What they import lazily: the scapy dissector, once a message rule exists.
 AGENT_LAZY_IMPORTS = ("chaos.wire.dissect",)
 

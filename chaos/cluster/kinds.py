@@ -31,6 +31,8 @@ class NodeKind:
     build: Callable[[Log], str]
     admin: bool  # the admin verbs (/admin/close|remove|remove_receive|sync) and the ping workload
     wire: str  # the dialect of its datagrams: "splitlab" (node/wire.py) or "jgroups" (jgnode/wire.py)
+    # `up` also waits for one view of all members: JGroups' members hear each other's discovery before they joined
+    ready_on_view: bool = False
 
     def image(self) -> str:
         """The image a run of this kind uses: the pinned one if set, else the one for the current sources."""
@@ -56,7 +58,7 @@ KINDS: dict[str, NodeKind] = {
                          admin=True, wire="splitlab"),
     "jgroups": NodeKind("jgroups", "the real JGroups 2.12.2 from Debian's libjgroups-java (jgnode/)",
                         "SPLITLAB_JGROUPS_IMAGE", images.jgroups_tag, images.build_jgroups,
-                        admin=False, wire="jgroups"),
+                        admin=False, wire="jgroups", ready_on_view=True),
 }
 DEFAULT_KIND = "splitlab"
 

@@ -30,6 +30,7 @@ from node.errors import EnvironmentProblem, SplitlabError, UsageError
 
 LABEL_DIR = "splitlab.dir"
 READY_POLL_S = 0.05  # nodes hear each other within a heartbeat (250 ms) of starting: a poll adds at most this
+EXIT_LOOK_S = 1.0  # how often a starting run's containers are looked at for one that exited
 Log = Callable[[str], None]
 
 
@@ -167,7 +168,7 @@ def up(count: int, *, log: Log = _quiet, wait_timeout_s: float = 60, node_env: d
                                      hint=f"the run's compose file is {compose_file}; 'splitlab doctor' checks the "
                                           f"machine") from None
         cluster = Cluster(run_id, run_dir, token, _node_infos(client, run_id))
-        _wait_all_hear(client, cluster, wait_timeout_s, log)
+        _wait_all_hear(client, cluster, wait_timeout_s, log, kinds.kind(kind).ready_on_view)
     except BaseException:
         log(f"run {run_id}: start failed, removing what was started")
         _remove(client, run_id)
@@ -200,19 +201,36 @@ def _container_exists(client: docker.DockerClient, name: str) -> bool:
         return False
 
 
-def _wait_all_hear(client: docker.DockerClient | None, cluster: Cluster, timeout_s: float, log: Log) -> None:
+def _wait_all_hear(client: docker.DockerClient | None, cluster: Cluster, timeout_s: float, log: Log,
+                   one_view: bool = False) -> None:
+    """Wait until every node hears every other one; `one_view`: and every node holds one view of all of them (a
+    kind whose members hear each other's discovery before they joined, as JGroups' do)."""
     names = set(cluster.names)
     deadline = time.monotonic() + timeout_s
     last: dict[str, Any] = {}
+    views: dict[str, Any] = {}
+    heard = False
+    next_look = time.monotonic() + EXIT_LOOK_S
     while time.monotonic() < deadline:
+        if client is not None and time.monotonic() > next_look:
+            _no_exited_node(client, cluster)
+            next_look = time.monotonic() + EXIT_LOOK_S
         for info in cluster.nodes:
             try:
-                last[info.name] = cluster.client(info.name).hears()
+                state = cluster.client(info.name).state()
+                last[info.name] = {peer for peer, rec in state["layers"]["liveness"].items() if rec["heard"]}
+                views[info.name] = state.get("view")
             except EnvironmentProblem as exc:
                 last[info.name] = exc
-        if all(isinstance(h, set) and h == names - {n} for n, h in last.items()):
+        heard = all(isinstance(h, set) and h == names - {n} for n, h in last.items())
+        viewed = not one_view or (len({str(v) for v in views.values()}) == 1 and all(
+            v is not None and set(v["members"]) == names for v in views.values()))
+        if heard and viewed:
             return
         time.sleep(READY_POLL_S)
+    if heard:
+        raise EnvironmentProblem(f"run {cluster.run_id}: the nodes hear each other but hold no one view of all "
+                                 f"within {timeout_s:g} s: {views}", hint="check the node logs ('docker logs')")
     lagging = [n for n, h in last.items() if not (isinstance(h, set) and h == names - {n})]
     logs = []
     for node in lagging:
@@ -229,6 +247,18 @@ def _wait_all_hear(client: docker.DockerClient | None, cluster: Cluster, timeout
     raise EnvironmentProblem(f"run {cluster.run_id}: nodes {', '.join(lagging)} did not hear all others within "
                              f"{timeout_s:g} s\n" + "\n".join(logs),
                              hint="check the node logs above; 'splitlab doctor' checks the machine")
+
+
+def _no_exited_node(client: docker.DockerClient, cluster: Cluster) -> None:
+    """Raise EnvironmentProblem, with its last log lines, when a node's container has exited while the run
+    starts: waiting out the whole timeout for it would only delay the same error."""
+    for ctr in run_containers(client, cluster.run_id):
+        if ctr.status in ("exited", "dead"):
+            code = ctr.attrs["State"].get("ExitCode")
+            text = ctr.logs(tail=15).decode(errors="replace").rstrip()
+            raise EnvironmentProblem(f"run {cluster.run_id}: node {ctr.labels.get(LABEL_NODE, ctr.name)} exited "
+                                     f"(code {code}) while the run started\n{text}",
+                                     hint="its image must run a node that keeps the node contract (NODE_CONTRACT.md)")
 
 
 def load(run_id: str) -> Cluster:

@@ -31,7 +31,7 @@ class Recorder:
     def __init__(self) -> None:
         self.events: list[tuple[str, dict]] = []
         self.heard: list[str] = []
-        self.trace = Trace(lambda t, f: self.events.append((t, f)), self.heard.append)
+        self.trace = Trace("n2", lambda t, f: self.events.append((t, f)), self.heard.append)
 
     def of(self, type_: str) -> list[dict]:
         return [f for t, f in self.events if t == type_]
@@ -89,6 +89,20 @@ def test_stable_both_ways_and_an_outgoing_request():
     assert r.of("stable_tx") == [{"proto": "UNICAST2", "to": "n1", "seqno": 3, "high": 5}]
     assert r.of("xmit_req_tx") == [{"proto": "UNICAST2", "to": "n1", "seqnos": [7]}]
     assert r.of("stable_rx") == [{"proto": "UNICAST2", "from": "n1", "seqno": 2, "high": 2, "action": "accepted"}]
+
+
+def test_the_stacks_own_messages_deliver_in_order_and_what_never_crosses_the_wire_is_left_out():
+    r = Recorder()
+    view = jg.encode_message(jg.JgMessage(B, A, 0, b"\x01view", (jg.unicast2_header("DATA", seqno=1, conn_id=5,
+                                                                                     first=True),)))
+    r.arrive(view)  # no application message id: the layer above takes it at once
+    r.trace.arrived(data(2), None)  # discovery has not named its sender yet: not heard
+    r.trace.settled()
+    r.trace.arrived(data(1, first=True), "n2")  # looped back from this node itself
+    r.trace.settled()
+    r.trace.departing(data(1), "n2")
+    assert [e["action"] for e in r.of("data_rx")] == ["deliver", "buffer"] and r.of("data_tx") == []
+    assert r.heard == ["n1"]
 
 
 def test_undecodable_bytes_are_counted_and_keep_the_passes_paired():
