@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from jgnode import stack
 from node.config import CONTRACT_VARIABLES, NodeConfig, from_env as contract_from_env
 from node.errors import ConfigError
 
@@ -53,4 +54,6 @@ def from_env(env: Mapping[str, str]) -> JgConfig:
     heap = env.get("SPLITLAB_JGROUPS_HEAP_MB") or "128"
     if not heap.isdigit() or not 32 <= int(heap) <= 4096:
         raise ConfigError(f"SPLITLAB_JGROUPS_HEAP_MB={heap!r} is not a whole number of MB from 32 to 4096")
-    return JgConfig(node, unicast, parse_props(env.get("SPLITLAB_JGROUPS_PROPS", "")), int(heap))
+    props = parse_props(env.get("SPLITLAB_JGROUPS_PROPS", ""))
+    stack.check_props(props, unicast)
+    return JgConfig(node, unicast, props, int(heap))

@@ -38,16 +38,21 @@ def protocols(data_ip: str, port: int, member_ips: list[str], unicast: str) -> l
     ]
 
 
+def check_props(props: Mapping[str, Mapping[str, str]], unicast: str) -> None:
+    """Raise ConfigError for a protocol `props` names that the stack with `unicast` does not have."""
+    names = {name.rsplit(".", 1)[-1] for name, _ in protocols("0.0.0.0", 0, [], unicast)}
+    unknown = sorted(set(p.rsplit(".", 1)[-1] for p in props) - names)
+    if unknown:
+        raise ConfigError(f"SPLITLAB_JGROUPS_PROPS names {', '.join(unknown)}, which the stack does not have",
+                          hint=f"the stack with {unicast}: {', '.join(sorted(names))}")
+
+
 def config_string(data_ip: str, port: int, member_ips: list[str], unicast: str,
                   props: Mapping[str, Mapping[str, str]]) -> str:
     """The `JChannel` configuration: the default stack with `props` over its properties. Raises ConfigError for
     a protocol `props` names that the stack does not have."""
+    check_props(props, unicast)
     stack = protocols(data_ip, port, member_ips, unicast)
-    names = {name.rsplit(".", 1)[-1] for name, _ in stack}
-    unknown = sorted(set(props) - names)
-    if unknown:
-        raise ConfigError(f"SPLITLAB_JGROUPS_PROPS names {', '.join(unknown)}, which the stack does not have",
-                          hint=f"the stack: {', '.join(sorted(names))}")
     layers = []
     for name, defaults in stack:
         merged = {**defaults, **props.get(name.rsplit(".", 1)[-1], {})}

@@ -33,7 +33,8 @@ from node.errors import WireError
 RECORDS = frozenset({"data_tx", "data_rx", "ack_tx", "ack_rx", "stable_tx", "stable_rx", "xmit_req_tx",
                      "xmit_req_rx", "resync_tx", "resync_rx", "suspect", "stranger_heard"})
 MAX_PENDING = 100_000
-MAX_RANGE = 1000  # seqnos listed for one XMIT_REQ range (a range beyond it is cut, its `high` kept)
+MAX_RANGE = 1000
+MAX_NAMES = 1024  # addresses remembered with their logical names (members, and a few strangers)  # seqnos listed for one XMIT_REQ range (a range beyond it is cut, its `high` kept)
 Record = Callable[[str, dict[str, Any]], None]
 
 PROTO = {"Unicast2": "UNICAST2", "Unicast": "UNICAST", "Nakack": "NAKACK"}  # type-name prefix -> protocol
@@ -78,6 +79,7 @@ class Trace:
         self._sent: dict[tuple[str, str, int], int] = {}  # (proto, dest, conn_id) -> highest seqno sent
         self._delivered: dict[tuple[str, str], tuple[int, int]] = {}  # (proto, src) -> (conn_id, highest seqno)
         self._pending: OrderedDict[str, tuple[str, str, int, int]] = OrderedDict()  # msg id -> proto, src, conn, seqno
+        self._names: dict[str, str] = {}  # a member's address as the codec prints it -> its logical name
         self.undecodable = 0
 
     # --- the trace protocol's calls -------------------------------------------------------------------------------
@@ -98,6 +100,8 @@ class Trace:
             return
         if src is not None:
             self._heard(src)
+            if msg.src is not None and len(self._names) < MAX_NAMES:
+                self._names.setdefault(str(msg.src), src)
         type_name, fields = wire.classify(msg)
         stack.append(Arrival(type_name, name, fields, payload_msg_id(msg.payload) if msg.payload else None))
 
@@ -159,10 +163,14 @@ class Trace:
                 if msg_id is not None:
                     event["msg_id"] = msg_id
             self._record("data_tx", event)
-        elif kind == "XmitReq":
-            self._record("xmit_req_tx", {"proto": proto, "to": fields.get("sender") or to,
+        elif kind == "XmitReq":  # NAKACK names the original sender inside: its name, once a message told it
+            sender = fields.get("sender")
+            self._record("xmit_req_tx", {"proto": proto, "to": self._names.get(sender, sender) if sender else to,
                                          "seqnos": _seqnos(fields)})
-        elif kind == "SendFirstSeqno":
+        elif kind == "SendFirstSeqno":  # this node has no window for `to` (any more): what it delivered is gone
+            if not stack:  # (within an arrival's pass, its settling forgets it, after telling wrong_conn)
+                with self._lock:
+                    self._delivered.pop((proto, to), None)
             self._record("resync_tx", {"proto": proto, "peer": to, "kind": "first_seqno_req", "bytes": len(data),
                                        "low": seqno})
         elif kind == "Stable":
@@ -199,6 +207,7 @@ class Trace:
                 self._advance(proto, src, conn_id, seqno)
             elif any(d[0].endswith("SendFirstSeqno") for d in arrival.departures):
                 action = "wrong_conn" if last is not None and last[0] != conn_id else "no_conn"
+                self._delivered.pop((proto, src), None)  # the window is gone: a new one starts afresh
             elif last is not None and last[0] == conn_id and seqno <= last[1]:
                 action = "duplicate"
             elif arrival.msg_id is None and in_order:  # the stack's own message (a view, a digest), in order:

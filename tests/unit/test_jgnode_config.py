@@ -51,3 +51,8 @@ def test_a_protocol_the_stack_does_not_have_is_refused():
     # the other unicast protocol is not in the stack either
     with pytest.raises(ConfigError, match="names UNICAST2"):
         stack.config_string("10.0.0.1", 7100, ["10.0.0.1"], "UNICAST", {"UNICAST2": {"x": "1"}})
+
+
+def test_properties_of_the_other_unicast_protocol_are_refused_when_the_configuration_is_read():
+    with pytest.raises(ConfigError, match="names UNICAST2, which the stack does not have"):
+        from_env({**BASE, "SPLITLAB_JGROUPS_UNICAST": "UNICAST", "SPLITLAB_JGROUPS_PROPS": "UNICAST2.timeout=300"})

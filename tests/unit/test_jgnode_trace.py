@@ -69,6 +69,25 @@ def test_a_first_seqno_request_during_the_pass_is_no_conn_then_wrong_conn_after_
                                     "bytes": len(control("SEND_FIRST_SEQNO", seqno=4)), "low": 4}
 
 
+def test_after_a_first_seqno_request_a_new_window_starts_afresh_as_jgrp1873_needs():
+    r = Recorder()
+    for seqno in range(1, 22):
+        r.arrive(data(seqno, first=seqno == 1), deliver=(f"n1.7.{seqno}",))
+    r.arrive(data(22), send=(control("SEND_FIRST_SEQNO", seqno=22),))  # the window was removed meanwhile
+    r.arrive(data(1, first=True, msg_id="n1.7.1"), deliver=("n1.7.1",))  # resent first: delivered again
+    r.arrive(data(21))  # behind the gap #2..#20 of the new window
+    assert [e["action"] for e in r.of("data_rx")][-3:] == ["no_conn", "deliver", "buffer"]
+
+
+def test_a_nakack_request_names_its_original_sender_once_a_message_told_its_name():
+    r = Recorder()
+    r.arrive(data(1, first=True), deliver=("n1.7.1",))  # A's address is n1
+    req = jg.encode_message(jg.JgMessage(A, B, 0, None, (jg.nakack_header("XMIT_REQ", range=(3, 4), sender=A),
+                                                         jg.tp_header("run"))))
+    r.trace.departing(req, "n3")
+    assert r.of("xmit_req_tx") == [{"proto": "NAKACK", "to": "n1", "seqnos": [3, 4]}]
+
+
 def test_an_xmit_request_answered_in_its_pass_lists_found_and_missing_and_the_answers_are_resends():
     r = Recorder()
     for seqno in (1, 2, 3):
