@@ -55,9 +55,12 @@ _PEER_NAMED = ("resync_tx", "resync_rx", "bcast_state_tx", "bcast_state_rx")  # 
 # resync kinds -> the wire message; `first_seqno_rsp` is recorded beside the data_tx that is the message itself
 _RESYNC_MESSAGES = {"sync": "UnicastSync", "sync_ok": "UnicastSyncOk", "sync_ack": "UnicastSyncAck",
                     "first_seqno_req": "SendFirstSeqno"}
-_KEYED_BY_CONN = frozenset({"UnicastData", "UnicastAck", "UnicastStable"})
-_KEYED_BY_SEQNO = frozenset({"Nakack4Msg", "Nakack4XmitRsp", "Nakack4Ack"})
-_KEYED_BY_REQUEST = frozenset({"UnicastXmitReq", "Nakack4XmitReq"})
+# The real JGroups' protocols (node kind `jgroups`) name their messages as jgnode.wire does: the prefix of `proto`
+_JGROUPS = {"UNICAST2": "Unicast2", "UNICAST": "Unicast", "NAKACK": "Nakack"}
+_KEYED_BY_CONN = frozenset({"UnicastData", "UnicastAck", "UnicastStable", "Unicast2Data"})
+_KEYED_BY_SEQNO = frozenset({"Nakack4Msg", "Nakack4XmitRsp", "Nakack4Ack", "Unicast2Stable", "NakackMsg",
+                             "NakackXmitRsp", "Unicast2SendFirstSeqno", "UnicastSendFirstSeqno"})
+_KEYED_BY_REQUEST = frozenset({"UnicastXmitReq", "Nakack4XmitReq", "Unicast2XmitReq", "NakackXmitReq"})
 MESSAGE_TYPES = frozenset(_RESYNC_MESSAGES.values()) | _KEYED_BY_CONN | _KEYED_BY_SEQNO | _KEYED_BY_REQUEST \
     | {"BcastState"}
 _WINDOW = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*:\s*(\d+(?:\.\d*)?)\s*$")
@@ -145,6 +148,9 @@ class End:
 def message_of(event: Mapping[str, Any]) -> str | None:
     """The wire message type a protocol event records (None: none of its own)."""
     base = event["type"].rsplit("_", 1)[0]
+    jgroups = _JGROUPS.get(event.get("proto"))
+    if jgroups is not None:
+        return _jgroups_message(jgroups, base, event)
     nakack4 = event.get("proto") == "nakack4"
     if base == "data":
         return ("Nakack4XmitRsp" if event.get("resend") else "Nakack4Msg") if nakack4 else "UnicastData"
@@ -155,6 +161,17 @@ def message_of(event: Mapping[str, Any]) -> str | None:
     if base == "resync":
         return _RESYNC_MESSAGES.get(event.get("kind"))
     return {"stable": "UnicastStable", "bcast_state": "BcastState"}.get(base)
+
+
+def _jgroups_message(prefix: str, base: str, event: Mapping[str, Any]) -> str | None:
+    """The jgnode.wire name of the message a real JGroups node's event records (`Unicast2XmitReq`, ...)."""
+    if base == "data":
+        if prefix == "Nakack":
+            return "NakackXmitRsp" if event.get("resend") else "NakackMsg"
+        return prefix + "Data"
+    if base == "resync":
+        return prefix + "SendFirstSeqno" if event.get("kind") == "first_seqno_req" else None
+    return {"ack": prefix + "Ack", "xmit_req": prefix + "XmitReq", "stable": prefix + "Stable"}.get(base)
 
 
 def key_of(msg: str, fields: Mapping[str, Any]) -> tuple:

@@ -226,7 +226,7 @@ def test_expectations_merge_default_under_the_variant() -> None:
     assert load_text(text, "s.yaml", variant="fixed").expectations()["delivery"] == {"status": "ok"}
 
 
-@pytest.mark.parametrize("path", sorted((REPO / "scenarios").glob("*.yaml")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted((REPO / "scenarios").rglob("*.yaml")), ids=lambda p: str(p.relative_to(REPO)))
 def test_every_shipped_scenario_loads_under_each_variant(path: Path) -> None:
     first = load_scenario(path)
     for variant in first.scenario.variants or [None]:

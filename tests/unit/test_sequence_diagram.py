@@ -231,6 +231,41 @@ def test_the_capture_file_is_decoded_into_arrivals(tmp_path):
     assert [(e.src, e.dst, e.msg, e.key) for e in ends] == [("n2", "n1", "UnicastAck", (4, 7))]
 
 
+def test_a_capture_of_the_real_jgroups_is_decoded_into_arrivals_named_as_its_history_names_them(tmp_path):
+    from scapy.layers.inet import IP, UDP
+    from scapy.packet import Raw
+
+    from chaos.wire.capture import write_pcap
+    from jgnode import wire as jg
+    from pipeline.sequence import message_of
+    from pipeline.sequence_wire import captured_ends
+
+    a, b = jg.JgUUID(1, 2), jg.JgUUID(3, 4)
+
+    def packet(src_ip, dst_ip, header, payload=None):
+        message = jg.JgMessage(b if src_ip.endswith("3") else a, a if src_ip.endswith("3") else b, 0, payload,
+                               (header, jg.tp_header("run")))
+        datagram = jg.encode_datagram(jg.make_datagram([message]))
+        return bytes(IP(src=src_ip, dst=dst_ip) / UDP(sport=7100, dport=7100) / Raw(datagram))
+
+    path = tmp_path / "capture.pcap"
+    write_pcap(path, [
+        (T0 + 1.0, packet("10.9.0.2", "10.9.0.3", jg.unicast2_header("DATA", seqno=4, conn_id=7), b"x")),
+        (T0 + 1.5, packet("10.9.0.3", "10.9.0.2", jg.unicast2_header("XMIT_REQ", seqno=2, high_seqno=4))),
+        (T0 + 1.6, packet("10.9.0.3", "10.9.0.2", jg.fd_all_header())),  # a heartbeat: not drawn
+        (T0 + 1.7, packet("10.9.0.3", "10.9.0.2", jg.unicast2_header("XMIT_REQ", seqno=1, high_seqno=10**15)))])
+    ends = captured_ends(path, {"10.9.0.2": "n1", "10.9.0.3": "n2"}, T0, T0 + 10)
+    assert [(round(e.ts - T0, 3), e.src, e.dst, e.msg, e.key) for e in ends] == [
+        (1.0, "n1", "n2", "Unicast2Data", (4, 7)), (1.5, "n2", "n1", "Unicast2XmitReq", (2,)),
+        (1.7, "n2", "n1", "Unicast2XmitReq", (1,))]
+    assert ends[1].fields["seqnos"] == [2, 3, 4] and len(ends[2].fields["seqnos"]) == 1000
+    # the real nodes' own events name the same messages, so capture and history meet on one arrow
+    assert message_of({"type": "data_rx", "proto": "UNICAST2"}) == "Unicast2Data"
+    assert message_of({"type": "xmit_req_tx", "proto": "UNICAST2"}) == "Unicast2XmitReq"
+    assert message_of({"type": "resync_tx", "proto": "UNICAST", "kind": "first_seqno_req"}) == "UnicastSendFirstSeqno"
+    assert message_of({"type": "data_tx", "proto": "NAKACK", "resend": True}) == "NakackXmitRsp"
+
+
 def test_the_html_section_embeds_the_data_safely_and_says_what_was_left_out():
     faults = [FaultPeriod("p1", "partition", T0 + 0.9, T0 + 3.0, {"note": "</script><script>alert(1)</script>"})]
     events = [data_tx("n1", "n2", 1.0 + 0.1 * i, i) for i in range(6)]
