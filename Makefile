@@ -1,4 +1,4 @@
-# splitlab: make demo | up | down | test | images | doctor | bench | clean
+# splitlab: make demo | demo-jgroups | up | down | test | images | doctor | bench | clean
 # `make test` and `make demo` work on a fresh machine: host packages, a virtual environment, images, then run.
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -8,7 +8,7 @@ STAMP := $(VENV)/.splitlab-installed
 N ?= 3
 PYTEST_ARGS ?=
 
-.PHONY: demo test unit images images-all up down doctor bench clean host-deps venv
+.PHONY: demo demo-jgroups test unit images images-all up down doctor bench clean host-deps venv
 
 host-deps:
 	@bash images/host-deps.sh
@@ -41,6 +41,10 @@ unit: venv
 
 demo: images
 	$(BIN)/splitlab demo
+
+## the demo, and the same bug in the real JGroups 2.12.2 (its image too)
+demo-jgroups: images-all
+	$(BIN)/splitlab demo --jgroups
 
 up: images
 	$(BIN)/splitlab up -n $(N)

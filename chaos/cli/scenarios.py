@@ -246,7 +246,7 @@ def cmd_shrink(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from chaos.harness import demo
 
-    return demo.main(progress)
+    return demo.main(progress, jgroups=args.jgroups)
 
 
 def _scenario_args(p: argparse.ArgumentParser) -> None:
@@ -326,5 +326,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--confirm", action="store_true",
                    help="run the smallest schedule the simulator found once more on containers (root and Docker)")
 
-    add_verb(sub, "demo", "JGRP-1873 under unicast2, then the same schedule under unicast3, side by side", cmd_demo,
-             examples=["splitlab demo      # or: make demo"], interrupted=INTERRUPTED)
+    p = add_verb(sub, "demo", "JGRP-1873 under unicast2, then the same schedule under unicast3, side by side",
+                 cmd_demo, examples=["splitlab demo      # or: make demo",
+                                     "splitlab demo --jgroups   # or: make demo-jgroups"], interrupted=INTERRUPTED)
+    p.add_argument("--jgroups", action="store_true",
+                   help="also JGRP-1873 in the real UNICAST2 of JGroups 2.12.2 (needs its image: "
+                        "'splitlab images --kind jgroups')")
