@@ -93,9 +93,9 @@ async def serve(config: JgConfig) -> int:
         try:
             await asyncio.wait_for(asyncio.wrap_future(closing), CLOSE_TIMEOUT_S)
         except asyncio.TimeoutError:
-            runtime.counters["close_timed_out"] = 1
+            runtime.count("close_timed_out")
         await runner.cleanup()
-        history.emit("node_stop", reason=reason, counters=dict(runtime.counters), dropped={})
+        history.emit("node_stop", reason=reason, counters=runtime.counter_values(), dropped={})
         history.close()
     return 1 if runtime.failure is not None else 0
 

@@ -88,8 +88,8 @@ class JgRuntime:
         """Start the JVM (`-Xrs`: it leaves SIGTERM alone; its start still resets the signal's handler, which the
         caller installs again)."""
         jpype.startJVM(jpype.getDefaultJVMPath(), f"-Xmx{self.config.heap_mb}m", "-XX:+UseSerialGC",
-                       "-XX:-UsePerfData", "-Xrs", "-Djava.net.preferIPv4Stack=true", f"-Djgroups.bind_addr={self.data_ip}",
-                       classpath=[JGROUPS_JAR, TRACE_JAR], convertStrings=True)
+                       "-XX:-UsePerfData", "-Xrs", "-Djava.net.preferIPv4Stack=true",
+                       f"-Djgroups.bind_addr={self.data_ip}", classpath=[JGROUPS_JAR, TRACE_JAR], convertStrings=True)
 
     def connect(self) -> None:
         """Build the channel with the trace protocol and connect it to the run's cluster (blocks until joined)."""
@@ -113,13 +113,21 @@ class JgRuntime:
     # --- the channel's receiver (called from JGroups' threads) -----------------------------------------------------
     def on_message(self, payload: bytes, src: str, multicast: bool) -> None:
         msg_id = payload_msg_id(payload)
+        self.count("app_delivered" if msg_id is not None else "foreign_payloads")
         if msg_id is None:
-            self.counters["foreign_payloads"] = self.counters.get("foreign_payloads", 0) + 1
             return
         self.trace.delivered(msg_id)
-        self.counters["app_delivered"] += 1
         self.history.record("app_deliver", {"msg_id": msg_id, "kind": "multicast" if multicast else "unicast",
                                             "from": src})
+
+    def count(self, name: str) -> None:
+        """One more of counter `name` (JGroups calls in on several threads)."""
+        with self._lock:
+            self.counters[name] = self.counters.get(name, 0) + 1
+
+    def counter_values(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self.counters)
 
     def on_view(self, coord: str, number: int, members: list[str], addresses: dict[str, Any]) -> None:
         with self._lock:
@@ -170,7 +178,7 @@ class JgRuntime:
                            "jgroups": {"unicast": self.config.unicast,
                                        "connected": bool(self._channel is not None and self._channel.isConnected()),
                                        "undecodable": self.trace.undecodable}},
-                "counters": dict(self.counters), "dropped": {},
+                "counters": self.counter_values(), "dropped": {},
                 "workloads": [w.state(now) for w in self.workloads]}
 
 

@@ -257,15 +257,23 @@ def build_node(log: Log, repo: Path = REPO) -> str:
     base = base_tag(repo)
     if not os.environ.get("BASE_IMAGE") and not image_exists(base):
         raise EnvironmentProblem(f"base image {base} is missing", hint="run 'make images'")
-    ctx = Path(tempfile.mkdtemp(prefix="splitlab-node-ctx-"))
+    return _build_from_context("node image", tag, base, NODE_REPO, lambda ctx: _prepare_node_context(ctx, repo, log),
+                               log)
+
+
+def _build_from_context(what: str, tag: str, base: str, repo_name: str, prepare: Callable[[Path], None],
+                        log: Log) -> str:
+    """`docker build` of a context `prepare` fills in a temporary directory, on `base`, tagged `tag` and
+    `<repo_name>:latest`; the directory is removed whatever happens. Returns `tag`."""
+    ctx = Path(tempfile.mkdtemp(prefix=f"{repo_name}-ctx-"))
     try:
-        _prepare_node_context(ctx, repo, log)
-        log(f"node image: building {tag} on {base}")
+        prepare(ctx)
+        log(f"{what}: building {tag} on {base}")
         run(["docker", "build", "--quiet", "--force-rm", "--build-arg", f"BASE_IMAGE={base}", "-t", tag,
-             "-t", f"{NODE_REPO}:latest", str(ctx)], timeout_s=900)
+             "-t", f"{repo_name}:latest", str(ctx)], timeout_s=900)
     finally:
         shutil.rmtree(ctx, ignore_errors=True)
-    log(f"node image: built {tag}")
+    log(f"{what}: built {tag}")
     return tag
 
 
@@ -330,20 +338,14 @@ def build_jgroups(log: Log, repo: Path = REPO) -> str:
         log(f"JGroups node image: {tag} (up to date)")
         return tag
     base = build_base(log, repo, JGROUPS_BASE)
-    ctx = Path(tempfile.mkdtemp(prefix="splitlab-jgroups-ctx-"))
-    try:
+
+    def prepare(ctx: Path) -> None:
         _install_wheels(jgroups_dependencies(repo), ctx / "site", repo, log)
         _copy_package(repo, "node", ctx)
         _copy_package(repo, "jgnode", ctx)
         _compile_trace(base, ctx, repo)
         shutil.copy(repo / "images/jgroups/Dockerfile", ctx / "Dockerfile")
-        log(f"JGroups node image: building {tag} on {base}")
-        run(["docker", "build", "--quiet", "--force-rm", "--build-arg", f"BASE_IMAGE={base}", "-t", tag,
-             "-t", f"{JGROUPS_REPO}:latest", str(ctx)], timeout_s=900)
-    finally:
-        shutil.rmtree(ctx, ignore_errors=True)
-    log(f"JGroups node image: built {tag}")
-    return tag
+    return _build_from_context("JGroups node image", tag, base, JGROUPS_REPO, prepare, log)
 
 
 def hostbed_tag(repo: Path = REPO) -> str:

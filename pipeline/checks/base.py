@@ -82,7 +82,7 @@ def unrecorded(check: Check, history: HistoryStats) -> str | None:
 def run_check(check: Check, ctx: CheckContext, params: dict[str, Any]) -> CheckResult:
     """Run `check`; an exception inside it becomes an `unknown` result whose reason names the error, and so
     does a run whose nodes do not record what the check needs."""
-    why = unrecorded(check, ctx.history)
+    why = unrecorded(check, ctx.history) if check.needs else None
     if why is not None:
         return CheckResult(name=check.name, status=UNKNOWN, reason=why, details={"unrecorded": True},
                            params=dict(params))
