@@ -21,6 +21,7 @@ import requests
 
 from chaos.cluster import images, kinds, lifecycle
 from chaos.cluster.model import Cluster
+from node.control import ADMIN_OPS
 from node.errors import EnvironmentProblem
 from node.history import CONTRACT_EVENTS
 from pipeline.schema import event_problem
@@ -29,7 +30,6 @@ Log = Callable[[str], None]
 UNICASTS = 20
 MULTICASTS = 10
 SETTLE_S = 30.0  # how long a view, a workload or a delivery may take
-ADMIN_OPS = ("close", "remove", "remove_receive", "sync")
 # Protocol events and the checks they feed (pipeline/SCHEMA.md).
 FEEDS = {"data_tx": "sequence diagram, resends_without_request", "data_rx": "delivery's missing fates, diagram",
          "xmit_req_tx": "retransmission, endless_retransmission", "xmit_req_rx": "retransmission, stale_link",
