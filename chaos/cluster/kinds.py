@@ -1,10 +1,11 @@
 """Node kinds: the implementations of the node contract (NODE_CONTRACT.md) a run can be made of.
 
-A kind names its image (built by `splitlab images`, pinned by an environment variable while editing), the
-control API verbs beyond the contract's that it offers, and the wire its nodes speak (which codec the message
-faults, the capture dissector and the sequence diagram use). What its nodes record its nodes say themselves
-(`node_start.config.records`: a check that needs an event a node does not record answers `unknown`). A run is
-made of one kind; a scenario's variants may differ in kind.
+A kind names its image (built by `splitlab images`, pinned by an environment variable while editing) and how
+`up` knows it is ready. What else differs is told where it matters, not kept here: the admin verbs a node does
+not offer it refuses with 400 (NODE_CONTRACT.md), the wire of a datagram its first bytes tell (the shaper, the
+capture), the wire of a scenario's message faults its kind (`chaos.harness.load`), and what a node records it says
+itself (`node_start.config.records`: a check that needs an event a node does not record answers `unknown`). A run
+is made of one kind; a scenario's variants may differ in kind.
 
 - `splitlab`: splitlab's own Python node (`node/`), every protocol model of the seeds.
 - `jgroups`: the real JGroups 2.12.2 that Debian packages (`jgnode/`, `images/jgroups/`), with its own UNICAST,
@@ -25,12 +26,9 @@ Log = Callable[[str], None]
 @dataclass(frozen=True)
 class NodeKind:
     name: str
-    summary: str
     image_env: str  # the variable that pins an image of this kind while editing
     tag: Callable[[], str]  # the image for the current sources
     build: Callable[[Log], str]
-    admin: bool  # the admin verbs (/admin/close|remove|remove_receive|sync) and the ping workload
-    wire: str  # the dialect of its datagrams: "splitlab" (node/wire.py) or "jgroups" (jgnode/wire.py)
     # `up` also waits for one view of all members: JGroups' members hear each other's discovery before they joined
     ready_on_view: bool = False
 
@@ -53,12 +51,9 @@ def _build_splitlab(log: Log) -> str:
 
 
 KINDS: dict[str, NodeKind] = {
-    "splitlab": NodeKind("splitlab", "splitlab's own node: every protocol model of the seeds (node/)",
-                         "SPLITLAB_NODE_IMAGE", images.node_tag, _build_splitlab,
-                         admin=True, wire="splitlab"),
-    "jgroups": NodeKind("jgroups", "the real JGroups 2.12.2 from Debian's libjgroups-java (jgnode/)",
-                        "SPLITLAB_JGROUPS_IMAGE", images.jgroups_tag, images.build_jgroups,
-                        admin=False, wire="jgroups", ready_on_view=True),
+    "splitlab": NodeKind("splitlab", "SPLITLAB_NODE_IMAGE", images.node_tag, _build_splitlab),
+    "jgroups": NodeKind("jgroups", "SPLITLAB_JGROUPS_IMAGE", images.jgroups_tag, images.build_jgroups,
+                        ready_on_view=True),
 }
 DEFAULT_KIND = "splitlab"
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from chaos.cluster.kinds import KINDS
 from chaos.harness.errors import ScenarioError
 from chaos.harness.load import load_text
 from chaos.harness.runner import check_backend
+from chaos.harness.schema import NODE_KINDS
 from node.errors import UsageError
 
 BASE = """
@@ -74,3 +76,7 @@ def test_properties_of_a_protocol_the_stack_lacks_are_refused_at_load():
 def test_the_simulator_refuses_a_run_of_the_real_jgroups():
     with pytest.raises(UsageError, match="the simulator runs splitlab's own node; variant real is of jgroups"):
         check_backend(load_text(BASE, "k.yaml", variant="real"), "sim")
+
+
+def test_the_scenario_schema_names_every_node_kind_there_is():
+    assert NODE_KINDS == tuple(KINDS)
