@@ -163,7 +163,9 @@ def _shaper_rows(quick: bool) -> list[dict]:
                              "note": f"not available here: {caps[backend][1]}"})
                 continue
             with DockerNet(run, seed=1, verify=False, backend=backend) as net:
-                net.slow(DELAY_MS, links=[("n1", "n2")])
+                # a queue deep enough for the unpaced probes (~80k pkt/s x 10 ms): the row measures throughput,
+                # not netem's default limit of 1000 packets
+                net.slow(DELAY_MS, links=[("n1", "n2")], limit_pkts=10_000)
                 shaped_pps = _throughput(eps["n1"], eps["n2"], count)
                 shaped = probe.measure(eps["n1"], eps["n2"], count=2000, interval_ms=1)
             rows += _backend_rows(backend, shaped_pps, shaped, plain_pps, plain, count)

@@ -7,6 +7,10 @@ the fuzzing as a ratio of the clean rate, both on the same node in the same run.
 machine and takes CPU from the nodes.
 
 Goal (printed, not asserted): workload throughput under fuzzing >= 0.5x the clean throughput.
+Then, on a fresh cluster, the self-stabilisation row: 1,000,000 datagrams of every mutation class (forged
+well-formed messages of every type included) at every node, then the time until the cluster agrees on one view
+and delivers a fresh workload (`chaos.fuzz.run.check_delivery`: unicasts and multicasts of every member), as a
+ratio of the same check's time on that cluster before the fuzzing.
 
 `BENCH_QUICK=1` sends 20,000; `BENCH_FUZZ_COUNT=N` any count. `BENCH_FUZZ_MUTATIONS` (comma-separated, default
 the framing faults truncated, bad_count, unknown_type) chooses the mutation classes: the classes that forge
@@ -36,6 +40,39 @@ def _counters(run: cluster.Cluster, node: str) -> tuple[float, dict[str, int]]:
 
 def _rate(before: tuple[float, dict[str, int]], after: tuple[float, dict[str, int]], key: str) -> float:
     return (after[1].get(key, 0) - before[1].get(key, 0)) / (after[0] - before[0])
+
+
+def _timed_delivery(run_: cluster.Cluster, settings: fuzzrun.Settings) -> tuple[float, dict]:
+    """(seconds until one view of all and a delivered workload, the check's result)."""
+    started = time.monotonic()
+    result = fuzzrun.check_delivery(run_, settings, lambda _: None)
+    return time.monotonic() - started, result
+
+
+def recovery_rows(count: int) -> list[dict]:
+    """`count` datagrams of every class at every node, then the time to a delivered workload (module docstring)."""
+    run_ = cluster.up(3)
+    try:
+        settings = fuzzrun.Settings(targets=list(run_.names), rate_per_s=0, check_every_s=1.0,
+                                    recover_timeout_s=120.0, deliver_timeout_s=120.0)
+        wait_until(lambda: fuzzrun.check_delivery(run_, settings, lambda _: None)["ok"], 60,
+                   "the cluster did not deliver before the fuzzing")
+        clean_s, _clean = _timed_delivery(run_, settings)
+        member_states = fuzzrun.states(run_, run_.names)
+        ctx = fuzzrun.context(run_, list(run_.names), member_states)
+        outcome = fuzzrun.Outcome()
+        cases = fuzzgen.generate(SEED, count, ctx, list(run_.names), fuzzgen.MUTATIONS)
+        hung = fuzzrun.send_cases(run_, cases, settings, outcome, None, lambda _: None)
+        recover_s, result = _timed_delivery(run_, settings)
+    finally:
+        cluster.down(run_.run_id)
+    note = f"seed {SEED}, {outcome.sent} datagrams of every class at n1..n3; {result['detail']}"
+    if hung:
+        note += f"; STOPPED: {'; '.join(f'{n}: {why}' for n, why in hung.items())}"
+    return [{"name": "time to deliver again after fuzzing (every class)",
+             "value": recover_s if result["ok"] else None, "unit": "s", "baseline": clean_s,
+             "ratio": recover_s / clean_s if result["ok"] and clean_s else None, "better": "lower",
+             "note": "baseline: the same workload check before the fuzzing; " + note}]
 
 
 def run(quick: bool) -> list[dict]:
@@ -75,4 +112,5 @@ def run(quick: bool) -> list[dict]:
          "baseline": clean_delivered, "ratio": delivered / clean_delivered if clean_delivered else None,
          "better": "higher",
          "note": f"goal >= 0.5x clean; unicast n1->n2 {PAYLOAD_BYTES} B unpaced"},
+        *recovery_rows(count),
     ]

@@ -8,7 +8,9 @@ own node) and the JGroups stack's own settings.
 | SPLITLAB_JGROUPS_HEAP_MB | the JVM's maximum heap | 128 |
 
 Everything else (name, members, token, run directory, data and control addresses, the liveness heartbeat and
-silence) comes from the contract's variables (`node.config.CONTRACT_VARIABLES`).
+silence) comes from the contract's variables (`node.config.CONTRACT_VARIABLES`). The optional contract variable
+of the authenticated wire (`SPLITLAB_AUTH_KEY`) is refused: JGroups' wire is not signed here, and a node given a
+key must not run open without saying so.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from jgnode import stack
+from node.auth import AUTH_KEY_ENV
 from node.config import CONTRACT_VARIABLES, NodeConfig, from_env as contract_from_env
 from node.errors import ConfigError
 
@@ -47,6 +50,9 @@ def parse_props(text: str) -> dict[str, dict[str, str]]:
 
 def from_env(env: Mapping[str, str]) -> JgConfig:
     """The configuration from `env`. Raises ConfigError naming the bad variable."""
+    if env.get(AUTH_KEY_ENV):
+        raise ConfigError(f"{AUTH_KEY_ENV}: the JGroups node does not sign or check its wire",
+                          hint="run it without --auth (the authenticated wire is the splitlab kind's)")
     node = contract_from_env({k: v for k, v in env.items() if k in CONTRACT_VARIABLES})
     unicast = env.get("SPLITLAB_JGROUPS_UNICAST") or "UNICAST2"
     if unicast not in UNICAST_PROTOCOLS:

@@ -51,7 +51,7 @@ async def serve(config: NodeConfig) -> int:
                              "membership": config.membership,
                              "membership_config": config.membership_config.as_dict(),
                              "multicast": config.multicast, "bcast_sync": config.bcast_sync,
-                             "nakack4": config.nakack4_config.as_dict()})
+                             "nakack4": config.nakack4_config.as_dict(), "auth": config.auth_key is not None})
         runtime.start_protocols()  # after node_start, so the initial view follows it in the history
         history.flush()
         print(f"node {config.name}: data {runtime.data_ip}:{config.data_address(config.name)[1]}, "

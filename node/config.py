@@ -16,6 +16,7 @@
 | SPLITLAB_BUNDLE_MAX_BYTES | bundling: max datagram size; 0 sends one message per datagram | 8192 |
 | SPLITLAB_RECV_BUFFER_BYTES | SO_RCVBUF asked for the data socket (capped by net.core.rmem_max; the effective size is in `node_start`) | 4194304 |
 | SPLITLAB_FLUSH_MS | history flush interval | 500 |
+| SPLITLAB_AUTH_KEY | the run's key of the authenticated wire, hex (`splitlab up --auth`): every datagram sent is signed, every one received without its tag dropped (`node.auth`) | empty: the open wire |
 | SPLITLAB_UNICAST | unicast layer: unicast3, unicast2, unicast1 or another registered one (node/layers.py) | unicast3 |
 | SPLITLAB_UNICAST_<SETTING> | a `node.unicast.UnicastConfig` setting, e.g. SPLITLAB_UNICAST_CONN_CLOSE_TIMEOUT_MS | its default |
 | SPLITLAB_MEMBERSHIP | membership layer: gms (views, suspicion, merges), another registered one, or none | gms |
@@ -35,6 +36,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from node.auth import AUTH_KEY_ENV, WireKey
 from node.errors import ConfigError
 from node.layers import layer_choices
 from node.membership import MembershipConfig
@@ -56,6 +58,9 @@ CONTRACT_VARIABLES = ("SPLITLAB_NODE", "SPLITLAB_RUN", "SPLITLAB_MEMBERS", "SPLI
                       "SPLITLAB_DATA_PORT", "SPLITLAB_CONTROL_PORT", "SPLITLAB_DATA_HOST_TEMPLATE",
                       "SPLITLAB_CONTROL_HOST_TEMPLATE", "SPLITLAB_ADDRESSES", "SPLITLAB_CONTROL_BIND",
                       "SPLITLAB_HEARTBEAT_MS", "SPLITLAB_SILENCE_MS", "SPLITLAB_FLUSH_MS")
+# Contract variables a node kind may offer (NODE_CONTRACT.md): a kind that does not is never given them
+# (`splitlab up` and the scenario loader refuse what needs them; chaos.cluster.kinds.NodeKind.auth).
+OPTIONAL_CONTRACT_VARIABLES = (AUTH_KEY_ENV,)
 
 
 def check_name(name: str, what: str = "node name") -> str:
@@ -110,6 +115,7 @@ class NodeConfig:
     multicast: str = "nakack4"
     bcast_sync: str = "tipc"
     nakack4_config: Nakack4Config = field(default_factory=Nakack4Config)
+    auth_key: WireKey | None = None  # the authenticated wire's key (None: the open wire)
 
     def data_address(self, member: str) -> tuple[str, int]:
         """(host, port) of a member's data socket; the host may still need DNS resolution."""
@@ -195,6 +201,7 @@ def from_env(env: Mapping[str, str] | None = None) -> NodeConfig:
         membership=membership, membership_config=MembershipConfig.from_mapping(_settings(env, "SPLITLAB_MEMBERSHIP_")),
         multicast=multicast, bcast_sync=bcast_sync,
         nakack4_config=Nakack4Config.from_mapping(_settings(env, "SPLITLAB_NAKACK4_")),
+        auth_key=WireKey.from_hex(env[AUTH_KEY_ENV]) if env.get(AUTH_KEY_ENV) else None,
     )
 
 

@@ -2,18 +2,20 @@
 
 Both the asyncio UDP runtime (`node.runtime`) and the seeded simulator (`node.sim.simulator`) are a `Driver` plus
 their IO; nothing here touches a socket, a clock or an event loop. A `Driver` owns:
-- the receive path: decode (`node.wire.decode_datagram_from`), the incarnation gate (`node.incarnation.Lives`),
-  `PeerRestarted` before a new life's first message, then the datagram's messages to the layers that claim them
-  (`node.stack.Stack.received_batch`: a run of DATA to one layer in one call), their effects carried out after.
-  Wire input never raises: what is refused is counted in `dropped` by reason (the codec's `WireError` reasons,
-  the gate's `DROP_REASONS`, `unhandled-type` for a message no layer claims) and recorded as `datagram_dropped`,
-  at most `MAX_DROP_EVENTS_PER_REASON` times per reason (a flood cannot flood the history);
+- the receive path: with a run key (`auth_key`, the authenticated wire) the datagram's tag first
+  (`node.wire.check_tag`, one HMAC per datagram), then decode (`node.wire.decode_datagram_from`), the
+  incarnation gate (`node.incarnation.Lives`), `PeerRestarted` before a new life's first message, then the
+  datagram's messages to the layers that claim them (`node.stack.Stack.received_batch`: a run of DATA to one
+  layer in one call), their effects carried out after. Wire input never raises: what is refused is counted in
+  `dropped` by reason (`unauthenticated` for a datagram without the key's tag, before any decode; the codec's
+  `WireError` reasons; the gate's `DROP_REASONS`; `unhandled-type` for a message no layer claims) and recorded as
+  `datagram_dropped`, at most `MAX_DROP_EVENTS_PER_REASON` times per reason (a flood cannot flood the history);
 - the effects: `Send` goes to the outbox (destination -> message objects, encoded only when the host takes them,
   so the simulator can still fault single messages), `SetTimer` / `CancelTimer` go to the host, `Deliver` is
   counted and recorded as `app_deliver` (with the payload's message id), `Emit` is recorded as it is,
   `InstallView` is remembered (`view`) and recorded as `view`;
 - bundling: `datagrams(msgs)` packs one destination's messages into datagrams of this node's incarnation within
-  `bundle_max_bytes` and `node.wire.MAX_MESSAGES` (`node.wire.bundle`);
+  `bundle_max_bytes` and `node.wire.MAX_MESSAGES` (`node.wire.bundle`), each signed with `auth_key` when set;
 - `counters` (datagrams and messages received and sent, delivered) and `dropped`.
 
 The host gives the side effects as callbacks: `set_timer(key, at_s)`, `cancel_timer(key)` (a timer that fires
@@ -27,14 +29,16 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Callable, Container, Hashable, Iterable
 
+from node.auth import WireKey
 from node.core import CancelTimer, Deliver, Effect, Emit, InstallView, Send, SetTimer, payload_msg_id
 from node.errors import WireError
 from node.incarnation import DROP_REASONS, RESTARTED, SAME, Lives
 from node.stack import Stack
-from node.wire import Message, bundle, decode_datagram_from, encode_message
+from node.wire import Message, bundle, check_tag, decode_datagram_from, encode_message
 
 MAX_DROP_EVENTS_PER_REASON = 100
 UNHANDLED = "unhandled-type"  # a decoded message that no layer of this stack claims
+UNAUTHENTICATED = "unauthenticated"  # with a run key: a datagram without its tag (node.wire.check_tag)
 
 Record = Callable[[str, dict[str, Any]], None]
 
@@ -42,14 +46,17 @@ Record = Callable[[str, dict[str, Any]], None]
 class Driver:
     """Drives `stack`, the layers of member `name` in the cluster `cluster_id`, in its life `incarnation` (boot,
     unix ms). `members` are the names whose datagrams pass the gate (a live container such as a dict's keys is
-    fine). See the module docstring for the callbacks."""
+    fine). `auth_key`: the run's key of the authenticated wire (None: the open wire). See the module docstring
+    for the callbacks."""
 
     def __init__(self, name: str, stack: Stack, cluster_id: int, incarnation: int, bundle_max_bytes: int,
                  members: Container[str] | None, *, set_timer: Callable[[Hashable, float], None],
                  cancel_timer: Callable[[Hashable], None], record: Record | None,
                  outbox_ready: Callable[[], None] | None = None,
-                 deliver: Callable[[str, bytes, str], None] | None = None) -> None:
+                 deliver: Callable[[str, bytes, str], None] | None = None,
+                 auth_key: WireKey | None = None) -> None:
         self.name = name
+        self.auth_key = auth_key
         self.stack = stack
         self.cluster_id = cluster_id
         self.incarnation = incarnation
@@ -75,6 +82,11 @@ class Driver:
         Never raises for what the datagram says: a refused one is a counted drop."""
         counters = self.counters
         counters["datagrams_received"] += 1
+        if self.auth_key is not None:
+            why = check_tag(self.auth_key, data)
+            if why is not None:
+                self._drop(UNAUTHENTICATED, src_ip, why)
+                return
         try:
             sender, incarnation, messages = decode_datagram_from(data, self.cluster_id)
         except WireError as exc:
@@ -162,7 +174,8 @@ class Driver:
 
     def datagrams(self, msgs: list[Message] | list[bytes], encoded: dict[int, bytes] | None = None) -> list[bytes]:
         """One destination's messages (objects, or bytes from `encode_message`) as datagrams from this node's
-        life, bundled within `bundle_max_bytes` (0: one message per datagram) and `node.wire.MAX_MESSAGES`.
+        life, bundled within `bundle_max_bytes` (0: one message per datagram) and `node.wire.MAX_MESSAGES`, signed
+        with `auth_key` when set.
         `encoded` (id of a message object -> its bytes) lets one flush of the outbox encode a message sent to
         several destinations once (a multicast is one object sent to every member): pass the same dict for
         every destination of one `take_outbox`, while the outbox it returned keeps the objects alive."""
@@ -176,7 +189,7 @@ class Driver:
                     data = encoded[id(m)] = encode_message(m)
                 m = data
             encoded_msgs.append(m)
-        out = bundle(self.cluster_id, self.name, encoded_msgs, self.incarnation, self.bundle_max_bytes)
+        out = bundle(self.cluster_id, self.name, encoded_msgs, self.incarnation, self.bundle_max_bytes, self.auth_key)
         counters = self.counters
         counters["datagrams_sent"] += len(out)
         counters["messages_sent"] += len(encoded_msgs)

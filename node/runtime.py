@@ -1,7 +1,7 @@
 """The asyncio UDP runtime: one `node.driver.Driver` (the node's protocol stack, driven) plus its IO.
 
-The driver does everything that is not IO: decoding, the incarnation gate, counted drops, routing to the layers,
-carrying out effects, bundling. This module adds what touches the world: the data socket (bound to the node's
+The driver does everything that is not IO: the tag of the authenticated wire, decoding, the incarnation gate,
+counted drops, routing to the layers, carrying out effects, bundling (and signing). This module adds what touches the world: the data socket (bound to the node's
 data address only), the loop's clock and timers, name resolution of members, the history file, the control
 API's view of the node (`state()`), and the application workloads (`node.workload`).
 
@@ -88,7 +88,7 @@ class NodeRuntime:
         self.driver = Driver(config.name, stack, cluster_id_of(config.run_id), int(time.time() * 1000),
                              config.bundle_max_bytes, frozenset(config.members),
                              set_timer=self._set_timer, cancel_timer=self._cancel_timer, record=self._record,
-                             outbox_ready=self._schedule_flush)
+                             outbox_ready=self._schedule_flush, auth_key=config.auth_key)
         self.cluster_id = self.driver.cluster_id
         self.boot = self.driver.incarnation
         self.counters = self.driver.counters  # the driver's, plus the IO's own (send_errors, unresolved_drops, ...)

@@ -10,6 +10,17 @@ protocol state is new), and one that sees an older one drops the datagram as a l
 0 means "not stated" (forged or replayed traffic of the chaos tools) and is taken as the current one.
     message  type u8 | body_len u16 | body (per type, below)
 
+A signed datagram (the authenticated wire of `splitlab up --auth`) is the same bytes with `SIGNED` set in the
+version byte and a tag after the last message:
+
+    signed   header (version | SIGNED) | messages | tag (node.auth.TAG_BYTES: HMAC-SHA256 of every byte before it)
+
+so a dissector without the key still reads it (it strips the tag), and one HMAC covers the whole datagram
+whatever it bundles. `check_tag` is what a node with a key asks before any decode; `sign` makes a datagram
+made elsewhere (forged, fuzzed) a signed one, `unsign` gives a signed datagram's open form (a capture replayed),
+`reseal` signs again what the shaper rewrote. Every datagram keeps room for a tag (`MAX_DATAGRAM_BYTES` is
+`MAX_UDP_BYTES` less it), so the payload limits are the same on both wires.
+
 All integers are network byte order. A datagram with a foreign magic or cluster id, another version, a
 truncated or absurd field, or an unknown message type raises `WireError` with a short `reason`; the receive
 loop counts it by reason and drops it.
@@ -29,12 +40,16 @@ import zlib
 from dataclasses import fields
 from typing import Any, Callable, ClassVar
 
+from node.auth import TAG_BYTES, WireKey
 from node.core import value
 from node.errors import WireError
 
 MAGIC = b"SL"
 VERSION = 2
-MAX_DATAGRAM_BYTES = 65507
+SIGNED = 0x80  # in the version byte: a tag follows the messages (the authenticated wire)
+VERSION_OFFSET = 2  # where the version byte is, after the magic
+MAX_UDP_BYTES = 65507  # the largest UDP payload over IPv4
+MAX_DATAGRAM_BYTES = MAX_UDP_BYTES - TAG_BYTES  # a datagram before its tag: signed or not, it fits one UDP payload
 MAX_MESSAGES = 4096
 MAX_SENDER_BYTES = 64
 DATA_PORT = 7100
@@ -105,41 +120,93 @@ def encode_message(msg: Message) -> bytes:
     return _MSG_HEAD.pack(msg.TYPE, len(body)) + body
 
 
-def encode_datagram(cluster_id: int, sender: str, messages: list[Message] | list[bytes], incarnation: int = 0) -> bytes:
-    """Encode messages (objects, or bytes already made by `encode_message`) from `sender` into one datagram."""
+def encode_datagram(cluster_id: int, sender: str, messages: list[Message] | list[bytes], incarnation: int = 0,
+                    key: WireKey | None = None) -> bytes:
+    """Encode messages (objects, or bytes already made by `encode_message`) from `sender` into one datagram,
+    signed with `key` when one is given."""
     name = sender.encode()
     if not 0 < len(name) <= MAX_SENDER_BYTES:
         raise ValueError(f"sender name {sender!r} must be 1..{MAX_SENDER_BYTES} bytes")
     if not 0 < len(messages) <= MAX_MESSAGES:
         raise ValueError(f"a datagram carries 1..{MAX_MESSAGES} messages, got {len(messages)}")
-    parts = [_HEAD.pack(MAGIC, VERSION, cluster_id, incarnation, len(name)), name, _COUNT.pack(len(messages))]
+    version = VERSION if key is None else VERSION | SIGNED
+    parts = [_HEAD.pack(MAGIC, version, cluster_id, incarnation, len(name)), name, _COUNT.pack(len(messages))]
     parts += [m if isinstance(m, bytes) else encode_message(m) for m in messages]
     data = b"".join(parts)
     if len(data) > MAX_DATAGRAM_BYTES:
         raise ValueError(f"datagram of {len(data)} bytes exceeds {MAX_DATAGRAM_BYTES}")
-    return data
+    return data if key is None else data + key.tag(data)
 
 
-def bundle(cluster_id: int, sender: str, encoded: list[bytes], incarnation: int, limit_bytes: int) -> list[bytes]:
-    """Pack encoded messages (from `encode_message`) into as few datagrams as fit `limit_bytes` each (capped at
-    MAX_DATAGRAM_BYTES) and MAX_MESSAGES messages each, in order; `limit_bytes` 0 is one message per datagram.
-    The runtime and the simulator both bundle through here."""
+def bundle(cluster_id: int, sender: str, encoded: list[bytes], incarnation: int, limit_bytes: int,
+           key: WireKey | None = None) -> list[bytes]:
+    """Pack encoded messages (from `encode_message`) into as few datagrams as fit `limit_bytes` each, the tag
+    included when signed with `key` (capped at MAX_DATAGRAM_BYTES before the tag), and MAX_MESSAGES messages
+    each, in order; `limit_bytes` 0 is one message per datagram. The runtime and the simulator both bundle
+    through here."""
     if limit_bytes == 0 or len(encoded) == 1:
-        return [encode_datagram(cluster_id, sender, [m], incarnation) for m in encoded]
-    head = header_size(sender)
-    limit_bytes = min(limit_bytes, MAX_DATAGRAM_BYTES)
+        return [encode_datagram(cluster_id, sender, [m], incarnation, key) for m in encoded]
+    tag_bytes = 0 if key is None else TAG_BYTES
+    head = header_size(sender) + tag_bytes
+    limit_bytes = min(limit_bytes, MAX_DATAGRAM_BYTES + tag_bytes)
     out: list[bytes] = []
     batch: list[bytes] = []
     size = head
     for msg in encoded:
         if batch and (size + len(msg) > limit_bytes or len(batch) >= MAX_MESSAGES):
-            out.append(encode_datagram(cluster_id, sender, batch, incarnation))
+            out.append(encode_datagram(cluster_id, sender, batch, incarnation, key))
             batch, size = [], head
         batch.append(msg)
         size += len(msg)
     if batch:
-        out.append(encode_datagram(cluster_id, sender, batch, incarnation))
+        out.append(encode_datagram(cluster_id, sender, batch, incarnation, key))
     return out
+
+
+# --- the authenticated wire --------------------------------------------------------------------------------------
+_SIGNED_MIN_BYTES = HEAD_BYTES + TAG_BYTES  # the fixed header and a tag: the least a signed datagram can be
+
+
+def is_signed(data: bytes) -> bool:
+    """Whether `data` has our magic and a version byte that says a tag follows the messages (no check of it)."""
+    return len(data) > VERSION_OFFSET and data[:2] == MAGIC and bool(data[VERSION_OFFSET] & SIGNED)
+
+
+def check_tag(key: WireKey, data: bytes) -> str | None:
+    """None when `data` is a signed datagram whose tag `key` made; else why not (what a node with a key drops as
+    `unauthenticated`, before any decode). One HMAC of the datagram; the checks before it are the hot path's."""
+    if len(data) >= _SIGNED_MIN_BYTES and data[VERSION_OFFSET] & SIGNED and data.startswith(MAGIC):
+        return None if key.matches(data) else "the tag is not the run key's tag of these bytes"
+    if not is_signed(data):
+        return "no tag: not a signed datagram" if data[:2] == MAGIC else "no tag: not a splitlab datagram"
+    return f"{len(data)} bytes: too short for a header and a tag"
+
+
+def sign(key: WireKey, data: bytes) -> bytes:
+    """Any bytes (a forged or fuzzed datagram, as they are) made a signed datagram of `key`: `SIGNED` set in the
+    version byte, when there is one, and the tag appended. For a datagram that may be signed already, sign its
+    `unsign`ed form."""
+    if len(data) > VERSION_OFFSET:
+        data = data[:VERSION_OFFSET] + bytes([data[VERSION_OFFSET] | SIGNED]) + data[VERSION_OFFSET + 1:]
+    return data + key.tag(data)
+
+
+def unsign(data: bytes) -> bytes:
+    """The open form of a signed datagram (flag cleared, tag cut off); any other bytes as they are."""
+    if not is_signed(data) or len(data) < _SIGNED_MIN_BYTES:
+        return data
+    return data[:VERSION_OFFSET] + bytes([data[VERSION_OFFSET] & ~SIGNED]) + data[VERSION_OFFSET + 1:-TAG_BYTES]
+
+
+def reseal(key: WireKey | None, original: bytes, rewritten: bytes) -> bytes:
+    """A datagram rewritten from `original` (its header, some of its messages: the shaper's message rules) made
+    as authentic as the original was: unsigned when it was, signed with `key` when its tag was `key`'s, else
+    carrying the original's tag again (which does not vouch for the new bytes: the receiver drops it)."""
+    if not is_signed(original):
+        return rewritten
+    if key is not None and check_tag(key, original) is None:
+        return rewritten + key.tag(rewritten)
+    return rewritten + original[-TAG_BYTES:]
 
 
 def header_size(sender: str) -> int:
@@ -150,7 +217,8 @@ def header_size(sender: str) -> int:
 def decode_datagram(data: bytes, cluster_id: int | None) -> tuple[str, list[Message]]:
     """Decode a datagram into (sender, messages). Raises `WireError` for anything malformed or foreign.
 
-    `cluster_id=None` accepts any cluster (for dissectors and captures).
+    `cluster_id=None` accepts any cluster (for dissectors and captures). A signed datagram decodes to its
+    messages, its tag left unchecked (a node with a key asks `check_tag` first).
     """
     sender, _, messages = decode_datagram_from(data, cluster_id)
     return sender, messages
@@ -163,14 +231,17 @@ def decode_datagram_from(data: bytes, cluster_id: int | None) -> tuple[str, int,
     magic, version, cid, incarnation, name_len = _HEAD.unpack_from(data, 0)
     if magic != MAGIC:
         raise WireError("foreign", f"magic {magic!r} is not {MAGIC!r}")
+    end = len(data)
     if version != VERSION:
-        raise WireError("version", f"version {version}, this node speaks {VERSION}")
+        if version != VERSION | SIGNED:
+            raise WireError("version", f"version {version & ~SIGNED}, this node speaks {VERSION}")
+        end -= TAG_BYTES  # a signed datagram: the messages end where the tag starts (checked before, with a key)
     if cluster_id is not None and cid != cluster_id:
         raise WireError("foreign", f"cluster id {cid:#010x}, expected {cluster_id:#010x}")
     if not 0 < name_len <= MAX_SENDER_BYTES:
         raise WireError("absurd", f"sender length {name_len}")
     pos = _HEAD.size
-    if len(data) < pos + name_len + _COUNT.size:
+    if end < pos + name_len + _COUNT.size:
         raise WireError("truncated", "datagram ends inside the header")
     try:
         sender = data[pos:pos + name_len].decode()
@@ -183,11 +254,11 @@ def decode_datagram_from(data: bytes, cluster_id: int | None) -> tuple[str, int,
         raise WireError("absurd", f"message count {count}")
     messages: list[Message] = []
     for index in range(count):
-        if len(data) < pos + _MSG_HEAD.size:
+        if end < pos + _MSG_HEAD.size:
             raise WireError("truncated", f"datagram ends before message {index}")
         mtype, body_len = _MSG_HEAD.unpack_from(data, pos)
         pos += _MSG_HEAD.size
-        if len(data) < pos + body_len:
+        if end < pos + body_len:
             raise WireError("truncated", f"message {index} body runs past the datagram end")
         cls = _REGISTRY.get(mtype)
         if cls is None:
@@ -199,8 +270,8 @@ def decode_datagram_from(data: bytes, cluster_id: int | None) -> tuple[str, int,
         except (struct.error, ValueError, UnicodeDecodeError) as exc:
             raise WireError("absurd", f"message {index} ({cls.__name__}): {exc}") from None
         pos += body_len
-    if pos != len(data):
-        raise WireError("absurd", f"{len(data) - pos} trailing bytes")
+    if pos != end:
+        raise WireError("absurd", f"{end - pos} trailing bytes")
     return sender, incarnation, messages
 
 

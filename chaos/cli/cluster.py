@@ -34,7 +34,8 @@ def cmd_up(args: argparse.Namespace) -> int:
 
         inventory = load(args.inventory)
     run = lifecycle.up(args.nodes, log=progress, wait_timeout_s=args.timeout_s, run_id=args.run_id,
-                       inventory=inventory, placement=args.placement, ipv6=args.ipv6, kind=args.node_kind)
+                       inventory=inventory, placement=args.placement, ipv6=args.ipv6, kind=args.node_kind,
+                       auth=args.auth)
     if args.json:
         print(json.dumps(lifecycle.as_dict(run), indent=2))
         return 0
@@ -48,6 +49,11 @@ def cmd_up(args: argparse.Namespace) -> int:
         table.add_row(*(row[c] for c in keep))
     console.print(table)
     console.print(f"token: {run.run_dir / 'token'}    stop with: splitlab down --run-id {run.run_id}")
+    if args.auth:
+        from chaos.cluster.authkey import KEY_FILE
+
+        console.print(f"authenticated wire: key in {run.run_dir / KEY_FILE}; inject, replay and fuzz sign with it "
+                      f"when given --sign")
     return 0
 
 
@@ -139,7 +145,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
     p = add_verb(sub, "up", "start a cluster and wait until every node hears every other one", cmd_up,
                  examples=["splitlab up -n 5", "splitlab up -n 3 --run-id mytest --json",
-                           "splitlab up -n 3 --ipv6   # dual-stack data network, the nodes talk IPv6"])
+                           "splitlab up -n 3 --ipv6   # dual-stack data network, the nodes talk IPv6",
+                           "splitlab up -n 3 --auth   # every datagram signed (HMAC) with a fresh key of the run"])
     nodes_flag(p, 3)
     run_id_flag(p, "run id to use (default: a fresh one)")
     # '--timeout 60', the older spelling, still parses: argparse takes an unambiguous prefix of a flag
@@ -154,6 +161,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--placement", metavar="SPEC",
                    help="with --inventory: 'round-robin' (default) or 'n1,n2@hosta;n3@hostb' naming every node")
     node_kind_flag(p)
+    p.add_argument("--auth", action="store_true",
+                   help="the authenticated wire: a fresh key for the run (runs/<run>/auth.key, owner only), every "
+                        "datagram signed with it (HMAC-SHA256), one without its tag dropped and counted as "
+                        "'unauthenticated' (the splitlab kind only)")
 
     p = add_verb(sub, "down", "remove a run's containers and networks after healing it (its directory stays)",
                  cmd_down, examples=["splitlab down --run-id 261121-221530-a3f9", "splitlab down --all"])

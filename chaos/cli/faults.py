@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from chaos.cli.verbs import Parser, add_verb, progress, run_id_flag, seed_flag, subverbs
+from chaos.cli.verbs import Parser, add_verb, progress, run_id_flag, seed_flag, sign_flag, subverbs
 from chaos.faults.grudge import DISTRIBUTIONS, FAULT_FIELDS, Jam, parse_links
 from chaos.faults.msgrules import ACTION_HINT, MsgRule, action_spec
 from chaos.net import lease
@@ -41,7 +41,8 @@ EXAMPLES = {
                   "splitlab chaos msg-fault --type UnicastData --from n1 --to n2 --action hold:2000 --seqno 1",
                   "splitlab chaos msg-fault --type UnicastData --from n1 --to n2 --action drop-range:3-7"],
     "inject": ["splitlab chaos inject --from n2 --to n1 --type UnicastAck --field seqno=5 --field conn_id=3",
-               "splitlab chaos inject --pcap runs/RUN/chaos/capture.pcap     # replay captured packets"],
+               "splitlab chaos inject --pcap runs/RUN/chaos/capture.pcap     # replay captured packets",
+               "splitlab chaos inject --from n2 --to n1 --type UnicastAck --field seqno=5 --sign   # a run of --auth"],
     "capture": ["splitlab chaos capture --duration-s 10 --out /tmp/run.pcap"],
     "pause": ["splitlab chaos pause n3", "splitlab chaos pause n3 --sigstop --duration-s 5"],
     "resume": ["splitlab chaos resume n3"],
@@ -173,13 +174,13 @@ def cmd_inject(args: argparse.Namespace) -> int:
     net = _net(args)
     if args.pcap:
         captured = capture.read_pcap(Path(args.pcap))
-        sent = net.replay([pkt for _, pkt in captured])
+        sent = net.replay([pkt for _, pkt in captured], sign=args.sign)
         skipped = f" ({captured.skipped} frame(s) without an IP packet skipped)" if captured.skipped else ""
         print(f"replayed {sent} packet(s) from {args.pcap}{skipped}")
         return 0
     for node in (args.src, args.dst):
         net.cluster.node(node)
-    net.inject(args.src, args.dst, [body], count=args.count)
+    net.inject(args.src, args.dst, [body], count=args.count, sign=args.sign)
     return 0
 
 
@@ -307,6 +308,7 @@ def _add_chaos_verbs(chaos: Parser) -> None:
     p.add_argument("--field", action="append", default=[], help="name=value of the message (repeatable)")
     p.add_argument("--count", type=int, default=1)
     p.add_argument("--pcap", help="replay the packets of this capture instead")
+    sign_flag(p)
     p = add("capture", "record every node's received data traffic into a pcap", func=cmd_capture)
     p.add_argument("--duration-s", type=float, default=10.0, metavar="S")
     p.add_argument("--out", metavar="FILE", help="pcap file (default: runs/<run>/chaos/capture.pcap)")

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from chaos.cli.verbs import add_verb, json_flag, progress, run_id_flag, seed_flag
+from chaos.cli.verbs import add_verb, json_flag, progress, run_id_flag, seed_flag, sign_flag
 from chaos.fuzz import gen
 
 if TYPE_CHECKING:
@@ -23,6 +23,7 @@ EXAMPLES = [
     "splitlab fuzz --run-id RUN --targets n2 --seed 3 --count 5000 --rate 500 --json",
     "splitlab fuzz --seed 7 --count 2000 --mutations header,truncated,bad_count   # header and framing faults only",
     "splitlab fuzz --seed 7 --count 20000 --shrink            # a failure: bisect its suspects down to one datagram",
+    "splitlab fuzz --seed 7 --count 5000 --sign               # a run of 'up --auth': signed after the mutation",
     "splitlab fuzz --replay runs/RUN/fuzz/7.jsonl --select 1203,1290-1300   # send recorded datagrams again",
     "splitlab chaos inject --pcap runs/RUN/fuzz/7.pcap         # the same datagrams through the plain injector"]
 EPILOG = "examples:\n  " + "\n  ".join(EXAMPLES) + "\n\nmutation classes: " + ", ".join(gen.MUTATIONS)
@@ -38,7 +39,8 @@ def options(args: argparse.Namespace) -> Options:
         mutations=gen.MUTATIONS if args.mutations is None else campaign.names(args.mutations),
         max_rss_growth_mb=args.max_rss_growth_mb, workload_count=args.workload_count,
         check_delivery=not args.no_delivery, check_every_s=args.check_every_s, shrink=args.shrink,
-        replay=Path(args.replay) if args.replay else None, select=args.select, record_every=not args.no_record)
+        replay=Path(args.replay) if args.replay else None, select=args.select, record_every=not args.no_record,
+        sign=args.sign)
 
 
 def cmd_fuzz(args: argparse.Namespace) -> int:
@@ -105,7 +107,8 @@ def _print(report: dict[str, Any]) -> None:
         console.print(f"  replay: {c['replay']}")
     console.print(f"reproduce: {report['reproduce']}")
     if not report["ok"]:
-        console.print(f"replay exactly: splitlab fuzz --run-id {report['run_id']} --replay {report['record']}")
+        console.print(f"replay exactly: splitlab fuzz --run-id {report['run_id']} --replay {report['record']}"
+                      + (" --sign" if report.get("signed") else ""))
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -140,4 +143,5 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-record", action="store_true",
                    help="record the header (seed, context: enough to generate the same datagrams) only, not every "
                         "datagram (a replay always records what it sends)")
+    sign_flag(p)
     json_flag(p, "the report")

@@ -27,7 +27,8 @@ RUN_EXAMPLES = [
     "--set cluster.defaults.timeouts.conn_close_timeout_ms=500"]
 REPLAY_EXAMPLES = ["splitlab replay runs/261121-231947-589f                      # the same steps at their "
                    "realised times",
-                   "splitlab replay runs/261121-231947-589f --sim                # in the simulator"]
+                   "splitlab replay runs/261121-231947-589f --sim                # in the simulator",
+                   "splitlab replay runs/261121-231947-589f --sign               # its inject steps signed (auth)"]
 SIM_EXAMPLES = ["splitlab sim scenarios/jgrp1873.yaml --seed 3 --variant all   # no Docker: the seeded simulator"]
 TORTURE_EXAMPLES = ["splitlab torture --seed 7 --duration-s 60",
                     "splitlab torture --seed 7 --duration-s 120 --nodes 5",
@@ -174,7 +175,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     explicit = _hosts_of(args)
     run_dir = Path(args.run_dir)
     saved = schedules.load(run_dir)
-    loaded = from_data(schedules.replay_document(saved), f"{run_dir / schedules.FILE}", saved.variant)
+    loaded = from_data(schedules.replay_document(saved, sign=args.sign), f"{run_dir / schedules.FILE}",
+                       saved.variant)
     console = _console()
     progress_ = Progress(console, quiet=args.quiet)
     progress_.say(f"replaying {saved.run_id} ({saved.backend}): {len(loaded.scenario.steps)} step(s) at their "
@@ -283,6 +285,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                              "time it was really applied.", examples=REPLAY_EXAMPLES, interrupted=INTERRUPTED)
     p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory holding schedule.json")
     p.add_argument("--sim", action="store_true", help="replay in the simulator instead of on containers")
+    p.add_argument("--sign", action="store_true",
+                   help="every inject step signs its datagram with the new run's key (a schedule whose cluster has "
+                        "auth: true); without it, such a run's nodes drop what the inject steps send")
     _output_args(p)
     _hosts_flags(p)  # default: the hosts and placement the run had (its hosts.json), else this machine
 

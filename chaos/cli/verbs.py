@@ -89,6 +89,13 @@ def node_kind_flag(p: argparse.ArgumentParser) -> None:
                         "JGroups 2.12.2 from Debian; NODE_CONTRACT.md)")
 
 
+def sign_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--sign", action="store_true",
+                   help="sign every datagram with the run's key (a run of 'splitlab up --auth'; its runs/<run>/"
+                        "auth.key) so it reaches the protocols; without it such a run's nodes drop what is sent "
+                        "and count it as 'unauthenticated'")
+
+
 def progress(text: str) -> None:
     """The progress log of every verb: one line on stderr."""
     print(text, file=sys.stderr, flush=True)

@@ -1,7 +1,9 @@
 """Node kinds: the implementations of the node contract (NODE_CONTRACT.md) a run can be made of.
 
-A kind names its image (built by `splitlab images`, pinned by an environment variable while editing) and how
-`up` knows it is ready. What else differs is told where it matters, not kept here: the admin verbs a node does
+A kind names its image (built by `splitlab images`, pinned by an environment variable while editing), how
+`up` knows it is ready, and whether its nodes speak the authenticated wire (`auth`: they read the run's key,
+`node.auth.AUTH_KEY_ENV`, an optional variable of the contract; `up --auth` and a scenario's `auth` are refused
+for a kind that does not, `auth_refusal`). What else differs is told where it matters, not kept here: the admin verbs a node does
 not offer it refuses with 400 (NODE_CONTRACT.md), the wire of a datagram its first bytes tell (the shaper, the
 capture), the wire of a scenario's message faults its kind (`chaos.harness.load`), and what a node records it says
 itself (`node_start.config.records`: a check that needs an event a node does not record answers `unknown`). A run
@@ -31,6 +33,7 @@ class NodeKind:
     build: Callable[[Log], str]
     # `up` also waits for one view of all members: JGroups' members hear each other's discovery before they joined
     ready_on_view: bool = False
+    auth: bool = False  # its nodes sign and check their datagrams with the run's key (`splitlab up --auth`)
 
     def image(self) -> str:
         """The image a run of this kind uses: the pinned one if set, else the one for the current sources."""
@@ -51,7 +54,7 @@ def _build_splitlab(log: Log) -> str:
 
 
 KINDS: dict[str, NodeKind] = {
-    "splitlab": NodeKind("splitlab", "SPLITLAB_NODE_IMAGE", images.node_tag, _build_splitlab),
+    "splitlab": NodeKind("splitlab", "SPLITLAB_NODE_IMAGE", images.node_tag, _build_splitlab, auth=True),
     "jgroups": NodeKind("jgroups", "SPLITLAB_JGROUPS_IMAGE", images.jgroups_tag, images.build_jgroups,
                         ready_on_view=True),
 }
@@ -64,6 +67,17 @@ def kind(name: str) -> NodeKind:
         return KINDS[name]
     except KeyError:
         raise UsageError(f"unknown node kind {name!r}; expected one of {', '.join(sorted(KINDS))}") from None
+
+
+def auth_refusal(name: str) -> str | None:
+    """Why a run of kind `name` cannot have the authenticated wire, or None when it can (or the kind is unknown:
+    `kind` says so)."""
+    item = KINDS.get(name)
+    if item is None or item.auth:
+        return None
+    return (f"the authenticated wire (auth) is not offered by the {name} node kind: its nodes neither sign nor check "
+            f"their datagrams (their own wire is not splitlab's); run it without auth, or use the "
+            f"{', '.join(sorted(k for k, v in KINDS.items() if v.auth))} kind")
 
 
 def of_image(image: str) -> NodeKind | None:

@@ -1,7 +1,8 @@
 """Cluster lifecycle on Docker: `up` a run of N nodes, wait until all hear all, `stop` or `down` it, list runs.
 
 A run owns: the compose project `splitlab-<run>`, its containers and its two networks (all labelled
-`splitlab.run=<run>`), and the directory `runs/<run>/` (history, compose file, run.json). `up` writes the compose
+`splitlab.run=<run>`), and the directory `runs/<run>/` (history, compose file, run.json, the control token and,
+on the authenticated wire, the key: chaos.cluster.authkey). `up` writes the compose
 file and starts it through the engine's API (`chaos.cluster.engine`); `stop` and `down` act on the labelled
 containers and networks the same way, every container at once. `down` removes the containers and networks and
 keeps the directory. Whatever fails during `up` removes what it started.
@@ -19,7 +20,7 @@ from typing import Any, Callable, Mapping
 import docker
 import docker.errors
 
-from chaos.cluster import compose, engine, images, kinds
+from chaos.cluster import authkey, compose, engine, images, kinds
 from chaos.cluster.naming import LABEL_NODE, LABEL_RUN, check_run_id, container_name, new_run_id, node_names, project_name
 from chaos.host.netns import Netns, target
 from chaos.cluster.model import Cluster, NodeInfo
@@ -111,23 +112,26 @@ def _new_run_dir(runs_dir: Path | None, run_id: str) -> tuple[Path, str]:
     return run_dir, secrets.token_hex(16)
 
 
-def _write_run_files(run_dir: Path, token: str, meta: dict[str, Any]) -> None:
-    """`run.json` (what started the run, and when) and the control token, readable by its owner only."""
-    (run_dir / "run.json").write_text(json.dumps({**meta, "created_s": time.time()}, indent=2))
+def _write_run_files(run_dir: Path, token: str, meta: dict[str, Any], names: list[str], auth: bool,
+                     node_env: dict[str, dict[str, str]] | None) -> dict[str, dict[str, str]] | None:
+    """`run.json` (what started the run, and when), the control token and, with `auth`, the run's key, both
+    readable by their owner only. Returns the nodes' environments (with the key when `auth`)."""
+    (run_dir / "run.json").write_text(json.dumps({**meta, "auth": auth, "created_s": time.time()}, indent=2))
     token_file = run_dir / "token"
     token_file.write_text(token)
     token_file.chmod(0o600)
+    return authkey.with_key(node_env, names, authkey.create(run_dir)) if auth else node_env
 
 
 def up(count: int, *, log: Log = _quiet, wait_timeout_s: float = 60, node_env: dict[str, dict[str, str]] | None = None,
        runs_dir: Path | None = None, run_id: str | None = None, inventory: Inventory | None = None,
        placement: str | None = None, ipv6: bool = False, kind: str = kinds.DEFAULT_KIND,
-       image: str | None = None) -> Cluster:
+       image: str | None = None, auth: bool = False) -> Cluster:
     """Start a run of `count` nodes and wait until every node hears every other one: on this machine's engine,
     or over the hosts of `inventory` (placed round-robin or by `placement`, see `chaos.hosts.multi`). `ipv6`: a
     dual-stack data network over which the nodes talk IPv6 (chaos.cluster.datanet6; this machine only). `kind`:
     the node implementation (chaos.cluster.kinds; `image` another image of that contract, e.g. for
-    `splitlab node check`).
+    `splitlab node check`). `auth`: the authenticated wire, with a fresh key for the run (chaos.cluster.authkey).
 
     Raises `UsageError` for bad input, `EnvironmentProblem` when Docker, compose or the images are missing or
     the nodes do not come up (with the logs of the nodes that did not); nothing half-started is left behind.
@@ -138,8 +142,10 @@ def up(count: int, *, log: Log = _quiet, wait_timeout_s: float = 60, node_env: d
     if kind != kinds.DEFAULT_KIND and (inventory is not None or ipv6):
         raise UsageError(f"node kind {kind!r} runs on this machine's engine over IPv4 only, for now",
                          hint="drop --inventory / --ipv6, or use the splitlab kind")
+    if auth and (refused := kinds.auth_refusal(kind)):
+        raise UsageError(f"--auth: {refused}")
     if inventory is not None:
-        return _up_multi(inventory, names, log, wait_timeout_s, node_env, runs_dir, run_id, placement)
+        return _up_multi(inventory, names, log, wait_timeout_s, node_env, runs_dir, run_id, placement, auth)
     if placement:
         raise UsageError("--placement needs --inventory")
     client = docker_client()
@@ -151,15 +157,18 @@ def up(count: int, *, log: Log = _quiet, wait_timeout_s: float = 60, node_env: d
         raise UsageError(f"run {run_id} already has containers: {', '.join(sorted(set(clash)))}",
                          hint="choose another run id or 'splitlab down --run-id " + run_id + "'")
     run_dir, token = _new_run_dir(runs_dir, run_id)
+    compose_file = run_dir / "docker-compose.yml"
+    node_env = _write_run_files(run_dir, token, {"run_id": run_id, "nodes": names, "image": image, "kind": kind,
+                                                 "compose_file": str(compose_file), "ipv6": ipv6},
+                                names, auth, node_env)
     document = compose.render(run_id, names, image, str(run_dir), token, node_env, ipv6=ipv6)
     for svc in document["services"].values():
         svc["labels"][LABEL_DIR] = str(run_dir)
-    compose_file = run_dir / "docker-compose.yml"
     compose_file.write_text(compose.dump(document))
-    _write_run_files(run_dir, token, {"run_id": run_id, "nodes": names, "image": image, "kind": kind,
-                                      "compose_file": str(compose_file), "ipv6": ipv6})
+    compose_file.chmod(0o600)  # it holds the token and the key in the nodes' environment
     log(f"run {run_id}: starting {count} {kind} node(s) from {image}" + (" on a dual-stack data network, over IPv6"
-                                                                  if ipv6 else ""))
+                                                                  if ipv6 else "")
+        + (f", authenticated wire (key in {run_dir / authkey.KEY_FILE})" if auth else ""))
     try:
         try:
             engine.start(client, project_name(run_id), document)
@@ -179,12 +188,12 @@ def up(count: int, *, log: Log = _quiet, wait_timeout_s: float = 60, node_env: d
 
 def _up_multi(inventory: Inventory, names: list[str], log: Log, wait_timeout_s: float,
               node_env: dict[str, dict[str, str]] | None, runs_dir: Path | None, run_id: str | None,
-              placement: str | None) -> Cluster:
+              placement: str | None, auth: bool) -> Cluster:
     image = _built_image(kinds.DEFAULT_KIND, None)
     run_id = check_run_id(run_id) if run_id else new_run_id()
     run_dir, token = _new_run_dir(runs_dir, run_id)
-    _write_run_files(run_dir, token, {"run_id": run_id, "nodes": names, "image": image,
-                                      "inventory": str(inventory.path)})
+    node_env = _write_run_files(run_dir, token, {"run_id": run_id, "nodes": names, "image": image,
+                                                 "inventory": str(inventory.path)}, names, auth, node_env)
     agent = images.build_agent(log)  # faults on the hosts run the shaper from it
     log(f"run {run_id}: starting {len(names)} node(s) from {image} on {len(inventory.hosts)} host(s)")
     cluster = multi.up(inventory, names, run_id, run_dir, token, image, agent, placement=placement, log=log,
@@ -411,6 +420,7 @@ def resolve_run_id(run_id: str | None) -> str:
 
 def as_dict(cluster: Cluster) -> dict[str, Any]:
     return {"run_id": cluster.run_id, "run_dir": str(cluster.run_dir),
+            "auth": (cluster.run_dir / authkey.KEY_FILE).exists(),
             "nodes": [dict(asdict(n), control_url=n.control_url) for n in cluster.nodes]}
 
 

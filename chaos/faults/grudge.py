@@ -16,8 +16,9 @@ it came or shuffled, the oldest dropped beyond an optional cap: how messages of 
 a heal.
 
 A *link matrix* maps (src, dst) to a `LinkFault` (delay, jitter and its distribution, loss, duplication,
-reordering, corruption, rate, correlations) applied to src's data traffic toward dst. `parse_link_fault` reads
-`delay_ms=20,loss_pct=5`, and every value is validated with a `UsageError` that names the field.
+reordering, corruption, rate, correlations, the queue's packet limit) applied to src's data traffic toward dst.
+`parse_link_fault` reads `delay_ms=20,loss_pct=5`, and every value is validated with a `UsageError` that names the
+field.
 """
 from __future__ import annotations
 
@@ -286,6 +287,13 @@ def _parse_clause(clause: str, whole: str, nodes: list[str], rng: random.Random 
 
 # --- link faults ------------------------------------------------------------------------------------------------
 DISTRIBUTIONS = ("uniform", "normal", "pareto", "paretonormal")
+DEFAULT_LIMIT_PKTS = 1000  # netem's default limit: packets a link's queue holds
+MAX_LIMIT_PKTS = jams.MAX_HELD  # the most a link holds, as for a jammed link without a cap
+
+
+def _bad_limit(value: object) -> UsageError:
+    return UsageError(f"limit_pkts must be an integer in 1..{MAX_LIMIT_PKTS} (the packets a link's queue holds), "
+                      f"got {value!r}", hint="e.g. 'rate_kbit=2000,limit_pkts=500'")
 
 
 @dataclass(frozen=True)
@@ -299,6 +307,10 @@ class LinkFault:
     netem does (`next = (1 - rho) * fresh + rho * last`, which also narrows the spread; needs `jitter_ms`).
     netem's loss and duplication correlations are left out on purpose: the same formula lowers the effective
     loss rate well below the asked one instead of making bursts.
+
+    `limit_pkts` is netem's `limit`: the link's queue (what waits for its delay or its turn at the rate) holds at
+    most that many packets, and a packet arriving at a full queue is dropped (1000, netem's default; at most
+    `MAX_LIMIT_PKTS`). A limit alone shapes nothing (nothing waits), so such a fault is `empty`.
     """
 
     delay_ms: float = 0.0
@@ -310,6 +322,7 @@ class LinkFault:
     rate_kbit: float = 0.0
     delay_corr_pct: float = 0.0
     distribution: str = "uniform"
+    limit_pkts: int = DEFAULT_LIMIT_PKTS
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -317,6 +330,10 @@ class LinkFault:
             if f.name == "distribution":
                 if value not in DISTRIBUTIONS:
                     raise UsageError(f"distribution must be one of {', '.join(DISTRIBUTIONS)}, got {value!r}")
+                continue
+            if f.name == "limit_pkts":
+                if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LIMIT_PKTS:
+                    raise _bad_limit(value)
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise UsageError(f"{f.name} must be a number, got {value!r}")
@@ -337,7 +354,8 @@ class LinkFault:
 
     @property
     def empty(self) -> bool:
-        return not self.as_dict()
+        """Nothing to do: every field at its default, or only the queue's limit set (nothing waits in it)."""
+        return not self.as_dict().keys() - {"limit_pkts"}
 
     @property
     def only_loss(self) -> bool:
@@ -348,18 +366,21 @@ class LinkFault:
         """This fault with every non-default field of `other` on top (slow then flaky keeps both)."""
         return LinkFault(**{**asdict(self), **other.as_dict()})
 
-    def as_dict(self) -> dict[str, float | str]:
+    def as_dict(self) -> dict[str, float | int | str]:
         """The fields that differ from the defaults."""
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) != f.default}
 
 
 FAULT_FIELDS = tuple(f.name for f in fields(LinkFault))
 _RATE_RE = re.compile(r"^(\d+(?:\.\d+)?)(kbit|mbit|gbit)$")
+_INT_RE = re.compile(r"^[+-]?\d+$")
 
 
-def _field_value(field_name: str, raw: object) -> float | str:
+def _field_value(field_name: str, raw: object) -> float | int | str:
     if field_name == "distribution":
         return str(raw).strip()
+    if field_name == "limit_pkts":
+        return _limit_pkts(raw)
     if field_name == "rate_kbit" and isinstance(raw, str):
         match = _RATE_RE.match(raw.strip().lower())
         if match:
@@ -370,6 +391,16 @@ def _field_value(field_name: str, raw: object) -> float | str:
         return float(raw)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         raise UsageError(f"{field_name} must be a number, got {raw!r}") from None
+
+
+def _limit_pkts(raw: object) -> int:
+    """`limit_pkts` as an int: an int, or the text of one (`500`); LinkFault checks its range."""
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        return raw
+    text = raw.strip() if isinstance(raw, str) else ""
+    if not _INT_RE.match(text):
+        raise _bad_limit(raw)
+    return int(text)
 
 
 def link_fault(values: Mapping[str, object]) -> LinkFault:

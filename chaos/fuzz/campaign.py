@@ -6,7 +6,9 @@ member's address as source (chaos.fuzz.run sends, watches and judges). Every dat
 runs/<run>/fuzz/<seed>.jsonl and .pcap. Afterwards every target must answer /health within 1 s, its RSS must
 have grown less than the bound, and the cluster must deliver a workload. The report (plain data, what
 `splitlab fuzz --json` prints) holds the checks, the targets' drop counters by reason, and on a failure the
-suspected datagrams (hex and decoded) with the command lines that replay them.
+suspected datagrams (hex and decoded) with the command lines that replay them. `sign` signs every datagram with
+the run's key after its mutation (a run of `splitlab up --auth`); the record holds the datagrams as made and says
+`signed`, the pcap the packets as sent.
 """
 from __future__ import annotations
 
@@ -42,6 +44,7 @@ class Options:
     replay: Path | None = None
     select: str | None = None
     record_every: bool = True
+    sign: bool = False
 
     def check(self) -> None:
         """Raises `UsageError` (naming the flag) for a value out of range or options that do not go together."""
@@ -77,13 +80,20 @@ def reproduce(options: Options, run_id: str, targets: list[str]) -> str:
         parts.append(f"--spoof-pct {options.spoof_pct:g}")
     if options.mutations != fuzzgen.MUTATIONS:
         parts.append(f"--mutations {','.join(options.mutations)}")
-    return " ".join(parts)
+    return " ".join(parts) + _sign_flag(options)
 
 
-def _settings(options: Options, targets: list[str]) -> fuzzrun.Settings:
+def _sign_flag(options: Options) -> str:
+    return " --sign" if options.sign else ""
+
+
+def _settings(options: Options, targets: list[str], cluster: Any) -> fuzzrun.Settings:
+    from chaos.cluster import authkey
+
     return fuzzrun.Settings(targets=targets, rate_per_s=options.rate_per_s, check_every_s=options.check_every_s,
                             max_rss_growth_bytes=int(options.max_rss_growth_mb * fuzzrun.MIB),
-                            workload_count=options.workload_count, check_delivery=options.check_delivery)
+                            workload_count=options.workload_count, check_delivery=options.check_delivery,
+                            forged=not set(options.mutations) <= fuzzgen.MALFORMED, auth_key=authkey.required(cluster.run_dir, cluster.run_id) if options.sign else None)
 
 
 def run(options: Options, log: Log) -> dict[str, Any]:
@@ -100,24 +110,25 @@ def run(options: Options, log: Log) -> dict[str, Any]:
         cases = fuzzrecord.retarget(fuzzrecord.select(cases, options.select), header.get("run_id", cluster.run_id),
                                     cluster.run_id)
         targets = list(header.get("targets", []))
-        settings = _settings(options, targets)
+        settings = _settings(options, targets, cluster)
         fuzzrun.check_targets(cluster, settings)
         recorder = fuzzrecord.Recorder(fuzz_dir, f"replay-{options.replay.stem}",
                                        {**header, "run_id": cluster.run_id, "replayed": str(options.replay),
-                                        "select": options.select})
+                                        "select": options.select, "signed": options.sign})
         seed = header.get("seed", options.seed)
-        again = f"splitlab fuzz --run-id {cluster.run_id} --replay {options.replay}"
+        again = f"splitlab fuzz --run-id {cluster.run_id} --replay {options.replay}{_sign_flag(options)}"
         log(f"fuzz: replaying {count if not options.select else 'selected'} datagram(s) of {options.replay} at "
             f"{', '.join(targets)} of run {cluster.run_id}")
     else:
         targets = list(options.targets or cluster.names)
-        settings = _settings(options, targets)
+        settings = _settings(options, targets, cluster)
         fuzzrun.check_targets(cluster, settings)
         ctx = fuzzrun.context(cluster, targets, member_states)
         cases = fuzzgen.generate(options.seed, options.count, ctx, targets, options.mutations, options.spoof_pct)
         header = {"run_id": cluster.run_id, "seed": options.seed, "count": options.count, "targets": targets,
                   "mutations": list(options.mutations), "spoof_pct": options.spoof_pct,
-                  "rate_per_s": options.rate_per_s, "created_s": time.time(), "context": ctx.as_dict()}
+                  "rate_per_s": options.rate_per_s, "created_s": time.time(), "context": ctx.as_dict(),
+                  "signed": options.sign}
         recorder = fuzzrecord.Recorder(fuzz_dir, str(options.seed), header, lines=options.record_every)
         seed = options.seed
         again = reproduce(options, cluster.run_id, targets)
@@ -143,11 +154,11 @@ def run(options: Options, log: Log) -> dict[str, Any]:
         path = fuzz_dir / f"{seed}.culprits-{k + 1}.{culprits.check}.{culprits.target}.jsonl"
         files[k] = fuzzrecord.write_cases(path, {**header, "run_id": cluster.run_id, "culprits": culprits.symptom},
                                           culprits.cases)
-    return _report(cluster, outcome, targets, record_path, files, again)
+    return _report(cluster, outcome, targets, record_path, files, again, _sign_flag(options))
 
 
 def _report(cluster: Any, outcome: fuzzrun.Outcome, targets: list[str], record: Path, files: dict[int, Path],
-            again: str) -> dict[str, Any]:
+            again: str, sign_flag: str = "") -> dict[str, Any]:
     cid = wire.cluster_id_of(cluster.run_id)
     culprits = []
     for k, c in enumerate(outcome.culprits):
@@ -156,7 +167,7 @@ def _report(cluster: Any, outcome: fuzzrun.Outcome, targets: list[str], record: 
         culprits.append({
             "target": c.target, "check": c.check, "symptom": c.symptom, "count": len(c.cases),
             "confirmed": c.confirmed, "file": str(path),
-            "replay": f"splitlab fuzz --run-id {cluster.run_id} --replay {path}",
+            "replay": f"splitlab fuzz --run-id {cluster.run_id} --replay {path}{sign_flag}",
             "indexes": indexes if len(indexes) <= 200 else indexes[:200] + "...",
             "datagrams": [{**{k: v for k, v in case.as_record().items() if k != "hex"},
                            "hex": case.data.hex(), "decoded": fuzzrecord.decoded(case, cid)}
@@ -166,6 +177,6 @@ def _report(cluster: Any, outcome: fuzzrun.Outcome, targets: list[str], record: 
             "rate_per_s": round(outcome.sent / outcome.elapsed_s, 1) if outcome.elapsed_s else None,
             "spoofed": outcome.spoofed, "mutations": dict(sorted(outcome.mutations.items())),
             "checks": outcome.checks, "drops": outcome.drops, "layer_counters": outcome.layer_counters,
-            "culprits": culprits, "record": str(record),
+            "culprits": culprits, "record": str(record), "signed": bool(sign_flag),
             "pcap": str(record.with_suffix(".pcap")) if record.with_suffix(".pcap").exists() else None,
             "reproduce": again}

@@ -43,6 +43,8 @@ MUTATIONS = ("valid", "boundary", "window_edge", "conn_id", "unknown_type", "tru
 # How many of every 20 consecutive cases each class gets (a shuffled deck: every class appears in every 20).
 MUTATION_WEIGHTS = {"valid": 3, "boundary": 3, "window_edge": 3, "conn_id": 2, "unknown_type": 1, "truncated": 2,
                     "oversized": 1, "bad_count": 2, "header": 2, "bundle": 1}
+# the classes whose every datagram the codec rejects: no protocol sees them (the others forge messages it takes)
+MALFORMED = frozenset({"unknown_type", "truncated", "bad_count"})
 SPOOF_PCT = 30           # default share of datagrams sent from another member's namespace
 SEQNO_FIELDS = frozenset({"seqno", "low", "next_seqno", "low_seqno", "n", "seqnos"})
 UINT_BYTES = {"B": 1, "H": 2, "I": 4, "Q": 8}

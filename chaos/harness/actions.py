@@ -109,7 +109,7 @@ def _inject(step: Step, t: Target) -> Result:
     elif i.conn_id is not None:
         fields["conn_id"] = i.conn_id
     data = datagram(t.net.cluster_id, i.from_, code, fields, i.payload)
-    return {"fault_id": t.net.inject(i.from_, i.to, data, count=i.count), "detail": detail}
+    return {"fault_id": t.net.inject(i.from_, i.to, data, count=i.count, sign=i.sign), "detail": detail}
 
 
 def _pause(step: Step, t: Target) -> Result:
@@ -237,7 +237,8 @@ def _describe_action(step: Step) -> str:
     if step.action == "inject":
         extra = "".join(f" {k}={v!r}" for k, v in (("conn_id", args.conn_id), ("payload", args.payload))
                         if v is not None)
-        return f"inject {args.count} x {args.type}{args.fields or ''} {args.from_}->{args.to}{extra}"
+        signed = ", signed" if args.sign else ""
+        return f"inject {args.count} x {args.type}{args.fields or ''} {args.from_}->{args.to}{extra}{signed}"
     if step.action == "restart":
         delay = f" after {step.restart_delay_s:g} s down" if step.restart_delay_s else ""
         return f"restart {step.restart_node}{delay}"

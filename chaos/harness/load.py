@@ -17,7 +17,7 @@ import pydantic
 
 from chaos.harness.errors import Problem, ScenarioError, dotted
 from chaos.harness.expect import HARNESS
-from chaos.harness.nodeenv import check_node_env, node_env, run_kind
+from chaos.harness.nodeenv import check_node_env, node_env, run_auth, run_kind
 from chaos.harness.schema import (ACTIONS, ENDABLE, HEALING, NO_ARGUMENT, RATE_KEY, RELATIVE_CONN_IDS,
                                   SPLITLAB_FIELDS, STATUSES, STEP_KEYS, TIMEOUT_ENV, Scenario, Step)
 from chaos.harness.yamlsrc import Sourced, load_yaml, set_path
@@ -67,6 +67,11 @@ class Loaded:
     def kind(self) -> str:
         """The node kind of this variant's runs (chaos.cluster.kinds)."""
         return run_kind(self.scenario, self.variant)
+
+    @property
+    def auth(self) -> bool:
+        """Whether this variant's runs have the authenticated wire (chaos.cluster.authkey)."""
+        return run_auth(self.scenario, self.variant)
 
 
 # --- pydantic errors to lines -----------------------------------------------------------------------------------
@@ -314,6 +319,7 @@ class _Checker:
             return
         kind = run_kind(sc, self.variant)
         self.kind_settings(kind)
+        self.auth(kind)
         if self.problems:
             return
         envs = node_env(sc, self.variant)
@@ -339,6 +345,16 @@ class _Checker:
         speaks = "the real JGroups 2.12's" if self.kind == "jgroups" else "splitlab's own"
         self.add(path, f"{_type_name(code)} is not a message of the wire this run's nodes speak: {speaks}{under}")
         return False
+
+    def auth(self, kind: str) -> None:
+        """A run with the authenticated wire is of a kind whose nodes speak it (chaos.cluster.kinds)."""
+        from chaos.cluster.kinds import auth_refusal
+
+        if not run_auth(self.scenario, self.variant) or (refused := auth_refusal(kind)) is None:
+            return
+        own = self.variant is not None and self.scenario.variants[self.variant].auth is not None
+        under = f" (variant {self.variant})" if self.variant else ""
+        self.add(("variants", self.variant, "auth") if own else ("cluster", "auth"), f"{refused}{under}")
 
     def kind_settings(self, kind: str) -> None:
         """Every settings layer of the run fits its node kind: no splitlab node settings (nor its timeouts beyond
@@ -537,6 +553,10 @@ class _Checker:
         if self.kind != "splitlab":
             self.add(path, f"inject forges splitlab's own wire; this run is of the real JGroups"
                            f"{' (variant ' + self.variant + ')' if self.variant else ''}")
+            return
+        if i.sign and not run_auth(self.scenario, self.variant if self.variant in self.scenario.variants else None):
+            self.add(path + ("sign",), "sign needs the run's key: this run has the open wire (set cluster.auth: true"
+                                       f"{' or auth: true in variant ' + self.variant if self.variant else ''})")
             return
         name = _type_name(code[0])
         if i.conn_id is not None:

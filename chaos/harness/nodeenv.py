@@ -69,6 +69,14 @@ def run_kind(scenario: Scenario, variant: str | None) -> str:
     return (chosen.kind if chosen is not None else None) or scenario.cluster.kind
 
 
+def run_auth(scenario: Scenario, variant: str | None) -> bool:
+    """Whether a run of `variant` has the authenticated wire (a key of its own, made by `up`): the variant's own
+    `auth`, else the cluster's."""
+    chosen = scenario.variants[variant] if variant is not None else None
+    own = chosen.auth if chosen is not None else None
+    return scenario.cluster.auth if own is None else own
+
+
 def node_env(scenario: Scenario, variant: str | None) -> dict[str, dict[str, str]]:
     """Every node's environment for `variant` (None: no variant). Raises KeyError for an unknown variant
     (the loader checks variant names first)."""

@@ -4,7 +4,8 @@ when it was planned, when it was applied and when it took effect. Saved as `<run
 `replay_document` turns a saved schedule back into a scenario whose steps happen at their realised times, so
 `splitlab replay RUN_DIR` runs what really happened rather than what was planned: relative steps (`after`)
 become `at_s` steps at the time they fired, a fault's `duration_s` becomes an `end` step at the time the fault
-really ended, and a delayed restart keeps the delay it really had.
+really ended, and a delayed restart keeps the delay it really had. `replay --sign` makes every inject step sign
+its datagram with the new run's key (the loader refuses it for a run of the open wire).
 """
 from __future__ import annotations
 
@@ -110,9 +111,10 @@ def load(run_dir: Path | str) -> Schedule:
 RELATIVE_KEYS = ("after", "delay_s", "timeout_s")
 
 
-def replay_document(schedule: Schedule) -> dict[str, Any]:
+def replay_document(schedule: Schedule, sign: bool = False) -> dict[str, Any]:
     """The scenario with each applied step at its realised time (steps never applied are left out, with the
-    `end` steps of their faults); relative steps become absolute, a fault's realised `duration_s` an `end` step."""
+    `end` steps of their faults); relative steps become absolute, a fault's realised `duration_s` an `end` step.
+    `sign`: every inject step signs its datagram (`inject.sign`)."""
     doc = copy.deepcopy(schedule.scenario)
     steps = doc.get("steps") or []
     realised = {s.index: s for s in schedule.steps if s.applied_at_s is not None}
@@ -129,6 +131,8 @@ def replay_document(schedule: Schedule) -> dict[str, Any]:
             continue
         kept = {k: v for k, v in raw.items() if k not in RELATIVE_KEYS and k != "duration_s"}
         kept["at_s"] = round(step.applied_at_s, 3)
+        if sign and isinstance(kept.get("inject"), dict):
+            kept["inject"] = {**kept["inject"], "sign": True}
         end_at_s = step.end_applied_at_s if step.end_applied_at_s is not None else step.ended_at_s
         if raw.get("duration_s") is not None and end_at_s is not None and not step.end_detail.get("already_ended"):
             fault_id = raw.get("id")

@@ -1,9 +1,9 @@
 """The scenario file's shape, as pydantic models: types, ranges and closed vocabularies (no cross-references).
 
     name, description, seed
-    cluster:   nodes (count up to node.config.MAX_NODES, named n1..nN), defaults (NodeSettings: layer names
-               from node.layers' registry), overrides {node: NodeSettings}
-    variants:  {name: NodeSettings + overrides {node: NodeSettings}}   e.g. legacy, fixed
+    cluster:   nodes (count up to node.config.MAX_NODES, named n1..nN), kind, auth (the authenticated wire),
+               defaults (NodeSettings: layer names from node.layers' registry), overrides {node: NodeSettings}
+    variants:  {name: NodeSettings + kind, auth + overrides {node: NodeSettings}}   e.g. legacy, fixed
     steps:     [{at_s | after (+ delay_s, timeout_s), id, duration_s, <one action>}]   see ACTIONS
     settle_s:  seconds to wait after the final heal before the analysis
     expect:    {variant | default: {check: ok | fail | {status, <check parameters>}, rate: ">= 0.95"}}
@@ -21,7 +21,7 @@ from pydantic import (AfterValidator, BaseModel, ConfigDict, Discriminator, Fiel
                       model_validator)
 from pydantic_core import PydanticCustomError
 
-from chaos.faults.grudge import DISTRIBUTIONS, Jam
+from chaos.faults.grudge import DEFAULT_LIMIT_PKTS, DISTRIBUTIONS, MAX_LIMIT_PKTS, Jam
 from node.sim.jam import MAX_HELD, RELEASES
 from node.config import NODE_COUNT, check_node_count
 from node.errors import ConfigError, UsageError
@@ -142,6 +142,7 @@ def _node_count(count: int) -> int:
 class ClusterSpec(Model):
     nodes: Annotated[int, AfterValidator(_node_count)]
     kind: Literal[NODE_KINDS] = "splitlab"  # type: ignore[valid-type]  # the node implementation of every run
+    auth: bool = False  # the authenticated wire: a key per run, every datagram signed (chaos.cluster.authkey)
     defaults: NodeSettings = Field(default_factory=NodeSettings)
     overrides: dict[NodeName, NodeSettings] = Field(default_factory=dict)
 
@@ -151,6 +152,7 @@ class Variant(NodeSettings):
 
     description: str = ""
     kind: Optional[Literal[NODE_KINDS]] = None  # type: ignore[valid-type]  # the cluster's kind unless set
+    auth: Optional[bool] = None  # the cluster's auth unless set
     overrides: dict[NodeName, NodeSettings] = Field(default_factory=dict)
 
 
@@ -173,6 +175,7 @@ class Slow(Model):
     rate_kbit: Annotated[float, Field(ge=0)] = 0.0
     delay_corr_pct: Pct = 0.0
     distribution: Literal[DISTRIBUTIONS] = "uniform"
+    limit_pkts: Annotated[int, Field(ge=1, le=MAX_LIMIT_PKTS)] = DEFAULT_LIMIT_PKTS
     links: Optional[str] = None
 
 
@@ -240,6 +243,7 @@ class Inject(Model):
     count: Annotated[int, Field(ge=1, le=10_000)] = 1
     conn_id: Optional[Union[Annotated[int, Field(ge=0, le=0xFFFFFFFF)], Literal[RELATIVE_CONN_IDS]]] = None
     payload: Optional[Annotated[str, Field(max_length=60_000)]] = None
+    sign: bool = False  # signed with the run's key (a run with auth); else such a run's nodes drop it
 
 
 class Restart(Model):

@@ -28,6 +28,10 @@ that host's engine, injection, replay and capture by the wire agent there (chaos
 entries name the host. Probes need a socket of this process in the namespace: a multi-host fault has no
 `effective_ts`.
 
+On the authenticated wire (`splitlab up --auth`) the run's key (chaos.cluster.authkey) goes into every shaper's
+spec, so what a message rule rewrites is signed again, and `inject` and `replay` sign with it when asked
+(`sign=True`); without it the nodes drop what they send as `unauthenticated`.
+
 Used as a context manager, `Net` heals everything on exit.
 """
 from __future__ import annotations
@@ -42,7 +46,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from chaos.cluster import lifecycle as clusters
+from chaos.cluster import authkey, lifecycle as clusters
 from chaos.faults import grudge as grudges
 from chaos.net import partition
 from chaos.net.base import WallClock
@@ -62,7 +66,7 @@ from chaos.net.shaper.spec import ShaperSpec, derive_seed
 from chaos.cluster.client import NodeClient
 from chaos.cluster.model import NodeInfo
 from node.errors import EnvironmentProblem, UsageError
-from node.wire import cluster_id_of
+from node.wire import cluster_id_of, sign as sign_datagram
 
 LINK_GROUPS = (shaper_control.GROUP, netem.GROUP, statloss.GROUP)
 PROCESS_GROUP = "process"
@@ -90,6 +94,7 @@ class DockerNet:
         self.history = ControllerHistory(cluster.run_dir, self.run_id)
         self.run_dir = cluster.run_dir
         self.cluster_id = cluster_id_of(self.run_id)
+        self.auth_key = authkey.read(cluster.run_dir)  # None: the open wire
         self.state_path = cluster.run_dir / "chaos" / "state.json"
         self.leases = lease.Renewer(cluster.run_dir)
         self.end_reason: str | None = None  # said in the `fault_end` of faults ended for a reason (a lease)
@@ -389,7 +394,8 @@ class DockerNet:
             if per["nfqueue"][node] or rules_of[node] or jams_of[node]:
                 spec = ShaperSpec(self.run_id, node, seed=derive_seed(self.seed, "shaper", node),
                                   links=per["nfqueue"][node], rules=rules_of[node], jams=jams_of[node],
-                                  names={ip: name for name, ip in ips.items()})
+                                  names={ip: name for name, ip in ips.items()},
+                                  auth_key=self.auth_key.hex() if self.auth_key else "")
                 shaper_control.ensure(self.ledger, ns, spec)
             elif f"{shaper_control.GROUP}:{node}" in outstanding:
                 shaper_control.stop(self.ledger, node)
@@ -515,14 +521,16 @@ class DockerNet:
         self._end_faults(["slow", "flaky", "shape", "msg_fault"], applied_ts, None)
 
     # --- injection and capture --------------------------------------------------------------------------------
-    def inject(self, src: str, dst: str, messages: list[Any] | bytes, count: int = 1) -> str:
+    def inject(self, src: str, dst: str, messages: list[Any] | bytes, count: int = 1, sign: bool = False) -> str:
         """Send a forged datagram (scapy bodies, or ready bytes) `count` times from inside `src`'s namespace,
-        with `src`'s real data address and port, to `dst` (over IPv6 on an IPv6 run). Returns the fault id (an
-        instant: no fault_end)."""
+        with `src`'s real data address and port, to `dst` (over IPv6 on an IPv6 run); `sign`: signed with the
+        run's key (`UsageError` on the open wire). Returns the fault id (an instant: no fault_end)."""
         from chaos.wire import inject as injection
 
         grudges.check_matrix({(src, dst): LinkFault()}, self.nodes)
         payload = messages if isinstance(messages, bytes) else injection.forge(self.run_id, src, messages)
+        if sign:
+            payload = sign_datagram(authkey.required(self.run_dir, self.run_id), payload)
         sender, receiver = self.cluster.node(src), self.cluster.node(dst)
         sent = self._send(sender, sender.wire_ip,
                           injection.copies(injection.packet(sender.wire_ip, receiver.wire_ip, payload), count))
@@ -531,21 +539,25 @@ class DockerNet:
             ", ".join(f"{m.name}({', '.join(f'{k}={v}' for k, v in m.fields.items())})" for m in messages)
         where = f"the agent in {src}'s namespace on {sender.host}" if sender.host else \
             f"raw socket in {src}'s namespace"
-        self.log(f"inject {src}->{dst}: {sent} x {described} ({where})")
+        self.log(f"inject {src}->{dst}: {sent} x {described}{', signed' if sign else ''} ({where})")
         fault_id = f"inject-{uuid.uuid4().hex[:8]}"
         self.history.emit("fault_start", fault_id=fault_id, kind="inject",
                           detail={"from": src, "to": dst, "count": sent, "messages": described,
-                                  "bytes": len(payload)}, applied_ts=applied_ts, effective_ts=None)
+                                  "bytes": len(payload), "signed": sign}, applied_ts=applied_ts, effective_ts=None)
         return fault_id
 
-    def replay(self, packets: list[bytes]) -> int:
-        """Send captured packets (IPv4 or IPv6) again from their original senders' namespaces."""
+    def replay(self, packets: list[bytes], sign: bool = False) -> int:
+        """Send captured packets (IPv4 or IPv6) again from their original senders' namespaces; `sign`: each
+        splitlab datagram signed again with this run's key (whatever key, if any, signed it when captured)."""
         from chaos.wire import inject as injection
 
+        if sign:
+            key = authkey.required(self.run_dir, self.run_id)
+            packets = [injection.signed_packet(key, pkt) for pkt in packets]
         by_ip = {ip: n for n in self.cluster.nodes for ip in (n.data_ip, n.data_ip6) if ip}
         sent = sum(self._send(by_ip[ip], ip, group) for ip, group in injection.by_sender(by_ip, packets).items())
         self.history.emit("fault_start", fault_id=f"inject-{uuid.uuid4().hex[:8]}", kind="inject",
-                          detail={"replayed": sent}, applied_ts=time.time(), effective_ts=None)
+                          detail={"replayed": sent, "signed": sign}, applied_ts=time.time(), effective_ts=None)
         return sent
 
     def _send(self, node: NodeInfo, ip: str, packets: list[bytes]) -> int:

@@ -45,7 +45,7 @@ from pyroute2.netlink.exceptions import NetlinkError
 from pyroute2.netlink.rtnl.tcmsg import plugins as tc_plugins
 from pyroute2.netlink.rtnl.tcmsg import sched_netem
 
-from chaos.faults.grudge import LinkFault
+from chaos.faults.grudge import DEFAULT_LIMIT_PKTS, LinkFault
 from chaos.host.ledger import Entry, Ledger
 from chaos.host.netns import Netns, in_netns
 from chaos.net.shaper import disttable
@@ -55,7 +55,6 @@ GROUP = "netem"
 ROOT_HANDLE = 0x10000  # 1:
 FIRST_MINOR = 0x10  # classes 1:10, 1:11, ... and their netem leaves 10:, 11:, ...
 CLASS_RATE = "10gbit"  # far above a veth's real rate: htb only classifies here, netem shapes
-NETEM_LIMIT_PACKETS = 10_000  # tc's default of 1000 overflows at 20 ms delay beyond 50k packets/s
 ETH_P_IP = 0x0800
 FILTER_PRIO = 1
 IPPROTO_UDP_KEY = "0x00110000/0x00ff0000+8"  # u32: IP header byte 9 (protocol) == 17
@@ -115,8 +114,9 @@ class Request:
 
 
 def netem_kwargs(fault: LinkFault) -> dict[str, Any]:
-    """pyroute2's netem parameters for a link fault (times in microseconds, shares in percent)."""
-    kw: dict[str, Any] = {"limit": NETEM_LIMIT_PACKETS}
+    """pyroute2's netem parameters for a link fault (times in microseconds, shares in percent, `limit` in
+    packets: the fault's `limit_pkts`, netem's own default of 1000 unless set)."""
+    kw: dict[str, Any] = {"limit": fault.limit_pkts}
     if fault.delay_ms or fault.jitter_ms:
         kw["delay"] = round(fault.delay_ms * 1000)
     if fault.jitter_ms:
@@ -133,8 +133,9 @@ def netem_kwargs(fault: LinkFault) -> dict[str, Any]:
 
 
 def describe(fault: LinkFault) -> str:
-    """The fault in tc's netem words (`delay 20ms 5ms distribution normal loss 1%`), for errors and logs."""
-    words: list[str] = []
+    """The fault in tc's netem words (`delay 20ms 5ms distribution normal loss 1%`), for errors and logs; the limit
+    only when it is not tc's default (1000, ours too)."""
+    words: list[str] = [] if fault.limit_pkts == DEFAULT_LIMIT_PKTS else ["limit", str(fault.limit_pkts)]
     if fault.delay_ms or fault.jitter_ms:
         words += ["delay", f"{fault.delay_ms:g}ms"] + ([f"{fault.jitter_ms:g}ms"] if fault.jitter_ms else [])
         words += [f"{fault.delay_corr_pct:g}%"] if fault.delay_corr_pct else []

@@ -8,7 +8,8 @@ events/controller.jsonl), so the same analysis and expectations judge it.
     slow, flaky, shape  per-link delay, jitter, loss, duplication, reordering; fast: links back to default
     msg_fault           drop, drop-first:N, drop-nth:N, drop-every:N, drop-range:A-B, delay:MS, hold:MS, matched
                         by conn_id, seqno and first through node.sim.faults `where` predicates
-    inject              the datagram delivered to the target
+    inject              the datagram delivered to the target (signed with the run's key when asked: a run
+                        with `auth` runs the authenticated wire, its key made for the run)
     admin               the unicast layer's request
 
 pause, resume, kill, start, restart, corruption, rate limits, delay distributions and correlation, and the
@@ -162,7 +163,8 @@ class SimNet:
     backend = "sim"
 
     def __init__(self, nodes: list[str], node_env: Mapping[str, Mapping[str, str]], run_id: str, run_dir: Path,
-                 seed: int, base_ts: float) -> None:
+                 seed: int, base_ts: float, auth: bool = False) -> None:
+        from node.auth import WireKey
         from node.layers import build_stack
         from node.config import from_env
         from node.sim import Simulator
@@ -172,7 +174,7 @@ class SimNet:
         self.cluster_id = cluster_id_of(run_id)
         self._nodes = list(nodes)
         self.seed = seed
-        self.sim = Simulator(seed, cluster_id=self.cluster_id)
+        self.sim = Simulator(seed, cluster_id=self.cluster_id, auth_key=WireKey.new() if auth else None)
         self.topologies = random.Random(derive_seed(seed, "topologies"))
         self._fault_ids = random.Random(derive_seed(seed, "fault-ids"))
         conn_ids = random.Random(derive_seed(seed, "conn-ids"))
@@ -193,7 +195,8 @@ class SimNet:
             config = from_env(full)
             self.history.add(name, 0.0, "node_start", {"boot": self.boot, "data_ip": "sim", "control_ip": "sim",
                                                        "members": self._nodes,
-                                                       "config": {"unicast": config.unicast, "backend": "sim"}})
+                                                       "config": {"unicast": config.unicast, "backend": "sim",
+                                                                  "auth": auth}})
             self.sim.add_member(name, build_stack(config))
 
     @property
@@ -442,15 +445,15 @@ class SimNet:
         self._end_faults(("msg_fault",), only=fault_id)
 
     # --- injection ------------------------------------------------------------------------------------------
-    def inject(self, src: str, dst: str, data: bytes, count: int = 1) -> str:
+    def inject(self, src: str, dst: str, data: bytes, count: int = 1, sign: bool = False) -> str:
         grudges.check_matrix({(src, dst): LinkFault()}, self._nodes)
         for _ in range(count):
-            self.sim.inject_bytes(dst, data)
+            self.sim.inject_bytes(dst, data, sign=sign)
         fault_id = f"inject-{self._fault_ids.getrandbits(32):08x}"
         now = self.history.base_ts + self.sim.now_s
         self.record("fault_start", fault_id=fault_id, kind="inject",
-                    detail={"from": src, "to": dst, "count": count, "bytes": len(data)}, applied_ts=now,
-                    effective_ts=now)
+                    detail={"from": src, "to": dst, "count": count, "bytes": len(data), "signed": sign},
+                    applied_ts=now, effective_ts=now)
         return fault_id
 
     # --- processes: not simulated ---------------------------------------------------------------------------

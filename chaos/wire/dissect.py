@@ -1,7 +1,8 @@
 """A scapy dissector of the node wire format (node/wire.py): one `Packet` class per message type.
 
     SL           magic | version | cluster_id | incarnation | sender_len | sender | count | messages (a list of
-                 SLMessage); incarnation 0 (the default of forged datagrams) means "not stated"
+                 SLMessage) | tag (only when the version byte has node.wire.SIGNED: the authenticated wire);
+                 incarnation 0 (the default of forged datagrams) means "not stated"
     SLMessage    type | len | body, the body dissected by the class bound to its type code
 
 `bind_layers(UDP, SL, dport=DATA_PORT)` (and sport) makes `IP(raw_bytes)` show node traffic in full, in scapy
@@ -21,13 +22,14 @@ import re
 import struct
 from typing import Any
 
-from scapy.fields import (ByteEnumField, ByteField, FieldLenField, FieldListField, IntField, LongField,
-                          PacketListField, ShortField, StrFixedLenField, StrLenField, XIntField)
+from scapy.fields import (ByteEnumField, ByteField, ConditionalField, FieldLenField, FieldListField, IntField,
+                          LongField, PacketListField, ShortField, StrFixedLenField, StrLenField, XIntField)
 from scapy.layers.inet import UDP
 from scapy.packet import Packet, Raw, bind_layers
 
 from jgnode import wire as jgwire
 from node import wire
+from node.auth import TAG_BYTES
 from node.errors import UsageError
 
 
@@ -55,7 +57,7 @@ class SLMessage(Packet):
 
 
 class SL(Packet):
-    """A splitlab datagram (header and bundled messages)."""
+    """A splitlab datagram (header and bundled messages, and the tag of a signed one, not checked here)."""
 
     name = "splitlab"
     fields_desc = [
@@ -67,6 +69,7 @@ class SL(Packet):
         StrLenField("sender", b"", length_from=lambda p: p.sender_len),
         FieldLenField("count", None, count_of="messages", fmt="!H"),
         PacketListField("messages", [], SLMessage, count_from=lambda p: p.count),
+        ConditionalField(StrFixedLenField("tag", b"", TAG_BYTES), lambda p: p.version & wire.SIGNED),
     ]
 
 

@@ -11,6 +11,7 @@ A raw socket (IP_HDRINCL) does not fragment: a packet larger than the link MTU i
 or IPv6 fragments (`fragment`), which the receiver's kernel reassembles. `Injector` keeps one raw socket per sending
 namespace open for many packets (the fuzzer), and lets a member's namespace send with another member's data
 address as source (a spoofed source); it refuses any address that is not a data address of the run.
+`signed_packet` signs a captured packet's datagram again with a run's key (the authenticated wire).
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from chaos.wire.probe import Endpoint
 from chaos.net.shaper import ipudp
 from chaos.net.shaper.spec import BYPASS_MARK
 from node import wire
+from node.auth import WireKey
 from node.errors import EnvironmentProblem, UsageError
 
 
@@ -211,6 +213,16 @@ def inject(src: Endpoint, dst: Endpoint, payload: bytes, count: int = 1, sport: 
            dport: int = wire.DATA_PORT) -> int:
     """Send `payload` `count` times as UDP from src's data address and port (`sport`) to dst's (`dport`)."""
     return send(src, copies(packet(src.ip, dst.ip, payload, sport, dport), count))
+
+
+def signed_packet(key: WireKey, pkt: bytes) -> bytes:
+    """A whole IP packet whose UDP payload, a splitlab datagram signed or not, is signed with `key` (its old tag,
+    if any, replaced: `node.wire.unsign`, then `sign`); a packet that is no UDP or no splitlab datagram as it
+    is."""
+    parsed = ipudp.parse(pkt)
+    if parsed is None or parsed.payload[:2] != wire.MAGIC:
+        return pkt
+    return ipudp.with_payload(parsed, wire.sign(key, wire.unsign(parsed.payload)))
 
 
 def by_sender(senders: Iterable[str], packets: Iterable[bytes]) -> dict[str, list[bytes]]:

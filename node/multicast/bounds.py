@@ -17,8 +17,10 @@ rx event of its type with `action` and `reason`, see pipeline/SCHEMA.md):
   (`msgs_not_synced`).
 - Nakack4XmitReq `sender`: not the local member: discarded (`xmit_reqs_for_others`). `seqnos`: only the first
   min(max_xmit_req_size, capacity) are looked at, the rest are counted (`xmit_seqnos_over_limit`) and left for
-  the requester's next run; a seqno 0 or above the highest we sent (no life of ours sent it to the requester)
-  discards the request whole (`xmit_reqs_zero_seqno`, `xmit_reqs_above_sent`).
+  the requester's next run; seqnos 0 or above the highest we sent (no life of ours sent them to the requester:
+  its window took a forged or stale high) are ignored (`xmit_reqs_zero_seqno`, `xmit_reqs_above_sent`, the
+  event's `ignored` and `reason`) and the rest is served, so the window does not wait behind them; a request of
+  nothing else is discarded whole.
 - Nakack4Highest `seqno`: absurd: dropped (`highest_absurd_seqno`, `msg_dropped`); otherwise raises the
   window's high to low + capacity at most (a returning receiver's window may be far behind the sender: no drop);
   at or below low but above what was delivered it contradicts a skip like an original; from a sender without a

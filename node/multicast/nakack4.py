@@ -42,6 +42,18 @@ state that agrees with the skip (a late original of a legitimate skip: the real 
 (`skips_confirmed`). A forged answer can move the window down at most to delivered_high; if the sender no
 longer holds what is then asked for, it answers with its state and the window skips up again. Legacy windows
 are never skipped by a state, so never contradicted.
+Windows ahead of their sender (tipc; the sender is the authority over its stream): forged messages delivered in
+a sender's name (above a forged skip, or contiguous ones at the window's edge) put a window past anything that
+sender sent; its real multicasts are then `below_window` until its stream gets there. Our ACKs say so: an ACK
+above what we sent (`acks_above_sent`: no life of ours sent it) means the receiver holds a message at every
+seqno we sent, so all of it counts as acked, and starts a sync episode whose BcastStates carry the AHEAD bit
+(sync.py) until the receiver acks it (`resyncs_on_ack_above_sent`). A receiver whose window's low lies above
+such a state's highest seqno starts the window again at the state's low (all the sender had sent then):
+`windows_restarted`. Nothing is delivered twice; what the sender sent while the window was ahead is lost, at
+most as many messages as forged ones were delivered. A state without the bit, even a stale one, never moves a
+window down but for a contradicted skip: a legitimate window is never ahead of its sender, so no run without
+forgeries restarts one; a forged AHEAD state restarts nothing that is not ahead of the sender's word (a forged
+ACK above what was sent releases what the receiver lacks, as a forged ACK of what was sent always did).
 Bounds: every field of every message is checked against this member's own state before it drives a loop or an
 allocation (rules and drop names: bounds.py); out-of-range messages are counted in `counters` and emitted
 (`data_rx` / `ack_rx` / `xmit_req_rx` / `bcast_state_rx` with `action: discarded` and a `reason`, or
@@ -61,11 +73,12 @@ from node.multicast.errors import SenderClosed, WindowFull
 from node.multicast.receiver import RecvEntry
 from node.multicast.ring import BELOW_WINDOW, NEW, ReceiveWindow, SendWindow
 from node.multicast.sender import Blocking, Departed, SendLock
-from node.multicast.sync import StartSync, gen_of
+from node.multicast.sync import AHEAD, StartSync, gen_of
 from node.wire import (HEAD_BYTES, MAX_DATAGRAM_BYTES, MAX_SENDER_BYTES, SYNC_CAPABLE, BcastState, BcastStateReq,
                        Nakack4Ack, Nakack4Highest, Nakack4Msg, Nakack4XmitReq, Nakack4XmitRsp)
 
 XMIT_TIMER = "xmit"
+CONTRADICTION_WAIT_SYNCS = 5  # a contradicted skip holds delivery for the sender's state this many sync intervals
 XMIT_BACKOFF_MAX_S = 1.0  # a seqno asked for is asked again after 2, 4, 8, ... xmit intervals, at most this
 # datagram header with the longest sender name, one message head, the fixed fields of a Nakack4Msg
 MAX_PAYLOAD_BYTES = MAX_DATAGRAM_BYTES - (HEAD_BYTES + MAX_SENDER_BYTES + 2) - 3 - 12
@@ -101,6 +114,7 @@ class Nakack4(BatchingProtocol):
         self._stalled: dict[int, bytes] = {}  # seqno -> payload taken but not yet sent (stall_ms without atomic)
         self._xmit_s = config.xmit_interval_ms / 1000
         self._retain_s = config.retain_departed_ms / 1000
+        self._contradiction_wait_s = CONTRADICTION_WAIT_SYNCS * config.sync_interval_ms / 1000
         self._xmit_limit = min(config.max_xmit_req_size, config.capacity)  # seqnos looked at per XMIT_REQ
         self._ack_threshold = config.effective_ack_threshold
         self._timer_at: float | None = None
@@ -171,7 +185,7 @@ class Nakack4(BatchingProtocol):
         of ours: a BcastState tells it where our messages start for it, and its acks count from there.
         A peer the view has excluded (suspected while it was down) loses what its old life left just the same:
         the window kept for its return would hold its new seqnos below its old low; it is added when a view
-        brings it back."""
+        brings it back, and is owed what was sent from its new life on (kept as for a departed member)."""
         if peer == self.local or peer not in self.known:
             return []
         self.windows.pop(peer, None)
@@ -180,8 +194,12 @@ class Nakack4(BatchingProtocol):
         if self.departed.pop(peer, None) is not None:
             self._release()
         self.sync.remove_receiver(peer)
+        self.sync.legacy_peers.discard(peer)  # what a new life speaks its own messages say (a forged one lied)
         self.counters["peers_restarted"] += 1
         if peer not in self.members:
+            # owed what we send from now on, kept as for a departed member until a view brings it back: a life
+            # that was not really new (a forged incarnation was taken for its life) loses nothing sent later
+            self.departed[peer] = Departed(self.send.high, now_s)
             return []
         out = self._receiver_added(now_s, peer)
         out += self._purge(now_s)
@@ -297,6 +315,13 @@ class Nakack4(BatchingProtocol):
         if msg.seqno > self.send.high:
             self.counters["acks_above_sent"] += 1
             reason = "above_sent"
+            if src in self.acks and not self.sync.legacy_with(src):
+                # its window is ahead of everything we sent (forged messages delivered in our name): it holds a
+                # message at every seqno we sent, so they are acked; tell it where our stream is (a state marked
+                # AHEAD, low above all we sent: "Windows ahead of their sender")
+                self.acks[src] = self.send.high
+                out += self._resync(now_s, src, "ack_above_sent", again_now=False, ahead=True)
+                out += self._purge(now_s)
         elif src in self.acks:
             ends, _ = self.sync.acked(src, msg.flags)
             if ends:
@@ -398,9 +423,16 @@ class Nakack4(BatchingProtocol):
         if len(msg.seqnos) > len(seqnos):
             self.counters["xmit_seqnos_over_limit"] += len(msg.seqnos) - len(seqnos)
         problem = xmit_req_problem(seqnos, self.send.high)
+        ignored = 0
         if problem is not None:
+            # seqnos we never sent: the requester's window took a forged or stale high. Serve the rest (the
+            # window must not wait behind them) and leave it to ask for those until our stream gets there
             self.counters[f"xmit_reqs_{problem}"] += 1
-            return [self._xmit_req_discarded(src, seqnos, problem)]
+            valid = tuple(s for s in seqnos if 0 < s <= self.send.high)
+            ignored = len(seqnos) - len(valid)
+            if not valid:
+                return [self._xmit_req_discarded(src, seqnos, problem)]
+            seqnos = valid
         out: list[Effect] = []
         found: list[int] = []
         missing: list[int] = []
@@ -418,8 +450,10 @@ class Nakack4(BatchingProtocol):
         self.counters["resent"] += len(found)
         self.counters["xmit_missing"] += len(missing)
         event = {"proto": self.NAME, "from": src, "seqnos": list(seqnos), "found": found, "missing": missing}
-        if len(msg.seqnos) > len(seqnos):
-            event["over_limit"] = len(msg.seqnos) - len(seqnos)
+        if len(msg.seqnos) > len(seqnos) + ignored:
+            event["over_limit"] = len(msg.seqnos) - len(seqnos) - ignored
+        if ignored:
+            event.update(ignored=ignored, reason=problem)
         out.append(Emit("xmit_req_rx", event))
         if missing and src in self.acks and not self.sync.legacy_with(src):
             # it lacks seqnos we no longer hold (a window not synchronised by our state, or one moved back down
@@ -431,16 +465,18 @@ class Nakack4(BatchingProtocol):
         return Emit("xmit_req_rx", {"proto": self.NAME, "from": src, "seqnos": [min(s, SEQNO_MAX) for s in seqnos],
                                     "found": [], "missing": [], "action": "discarded", "reason": reason})
 
-    def _resync(self, now_s: float, peer: str, why: str, again_now: bool) -> list[Effect]:
+    def _resync(self, now_s: float, peer: str, why: str, again_now: bool, ahead: bool = False) -> list[Effect]:
         """Send receiver `peer` our BcastState: a new episode (resent until its ACK), or the one under way if
-        `again_now` (else the retransmit task resends that one)."""
+        `again_now` (else the retransmit task resends that one). `ahead`: marked AHEAD until the episode ends."""
         item = self.sync.outgoing.get(peer)
         under_way = item is not None and not item.frozen
         if under_way and not again_now:
+            if ahead:
+                self.sync.mark_ahead(peer)
             return []
         if not under_way:
             self.counters[f"resyncs_on_{why}"] += 1
-        state = self.sync.resync(now_s, peer, self.send.high + 1, self.acks[peer] + 1)
+        state = self.sync.resync(now_s, peer, self.send.high + 1, self.acks[peer] + 1, ahead)
         return [Send(peer, state), self._state_event("bcast_state_tx", peer, state)]
 
     def _on_state_req(self, now_s: float, src: str, msg: BcastStateReq) -> list[Effect]:
@@ -454,10 +490,12 @@ class Nakack4(BatchingProtocol):
         return self._resync(now_s, src, "request", again_now=True)  # (the receiver rate-limits its requests)
 
     def _state_event(self, type_: str, peer: str, msg: BcastState) -> Emit:
-        return Emit(type_, {"peer": peer, "next_seqno": msg.next_seqno, "low": msg.low_seqno,
-                            "gen": gen_of(msg.flags),
-                            "sync": self.sync.mode if type_.endswith("_tx") else
-                            ("tipc" if msg.flags & SYNC_CAPABLE else "legacy")})
+        event = {"peer": peer, "next_seqno": msg.next_seqno, "low": msg.low_seqno, "gen": gen_of(msg.flags),
+                 "sync": self.sync.mode if type_.endswith("_tx") else
+                 ("tipc" if msg.flags & SYNC_CAPABLE else "legacy")}
+        if msg.flags & SYNC_CAPABLE and msg.flags & AHEAD:
+            event["ahead"] = True
+        return Emit(type_, event)
 
     def _dropped(self, src: str, msg: Any, reason: str, detail: str) -> Emit:
         """A message without an rx event of its own, dropped (history `msg_dropped`)."""
@@ -517,7 +555,7 @@ class Nakack4(BatchingProtocol):
                 entry.ack_pending = True  # the sender resends what we have: it lacks our ack
             out.append(self._data_rx(src, msg.seqno, result, resend))
             return out
-        ready = entry.window.drain()
+        ready = [] if entry.contradicted else entry.window.drain()  # a contradicted skip: wait for the state
         entry.counters["received"] += 1
         out.append(self._data_rx(src, msg.seqno, "deliver" if ready else "buffer", resend))
         self._deliver(src, entry, ready, out)
@@ -553,11 +591,27 @@ class Nakack4(BatchingProtocol):
     def _skip_contradicted(self, now_s: float, src: str, entry: RecvEntry, out: list[Effect]) -> None:
         """`src`'s own traffic named a seqno in (delivered_high, window.low]: one we skipped (or a state's new
         window started above) but never delivered. Its next BcastState may move the window back down; ask for
-        it now and at every retransmit run until it comes (rate-limited)."""
+        it now and at every retransmit run until it comes (rate-limited). Until then the window delivers
+        nothing (what arrives is held): the sender's stream may resume below what it would deliver, and
+        nothing is delivered out of order. A sender that does not answer within CONTRADICTION_WAIT_SYNCS
+        sync intervals leaves the skip as it was (`contradictions_unanswered`)."""
+        if not entry.contradicted:
+            entry.contradicted_s = now_s
         entry.contradicted = True
         entry.counters["contradicted_skip"] += 1
         self.counters["contradicted_skip"] += 1
         self._ask_state(now_s, src, out)
+
+    def _window_ahead(self, src: str, entry: RecvEntry, msg: BcastState, out: list[Effect]) -> RecvEntry:
+        """A state of `src` marked AHEAD (we acked above what it sent): if the window's low is above the state's
+        highest seqno (`src` never sent what the window went past: forged messages or a forged skip put it there),
+        the window starts again where `src` says: at its low, all it had sent when it saw our ack, which it counts
+        as acked (a new window, `windows_restarted`). Nothing is delivered twice: every seqno up to there was
+        delivered here, real or forged."""
+        if entry.window.low < msg.next_seqno:
+            return entry
+        self.counters["windows_restarted"] += 1
+        return self._new_window(src, msg.low_seqno - 1, "restarted", out)
 
     def _on_highest(self, now_s: float, src: str, msg: Nakack4Highest) -> list[Effect]:
         out: list[Effect] = []
@@ -603,6 +657,8 @@ class Nakack4(BatchingProtocol):
         if not self.sync.legacy_with(src):
             # the generation applied last, again: harmless for a synchronised window, but no sync for a window
             # that has been kept since (it is from before its sender left)
+            if msg.flags & AHEAD:
+                entry = self._window_ahead(src, entry, msg, out)
             stale = gen != 0 and gen == entry.synced_gen and (entry.needs_state or entry.awaiting_state)
             if stale:
                 self.counters["states_stale"] += 1
@@ -649,6 +705,7 @@ class Nakack4(BatchingProtocol):
         if not reopened:
             entry.counters["skips_confirmed"] += 1
             self.counters["skips_confirmed"] += 1
+            self._deliver(src, entry, entry.window.drain(), out)  # what arrived while the skip was in doubt
             return
         entry.requested.clear()
         entry.prev_highest_missing = None
@@ -657,6 +714,7 @@ class Nakack4(BatchingProtocol):
             counters["seqnos_reopened"] += reopened
         out.append(Emit("bcast_window", {"proto": self.NAME, "peer": src, "low": to, "how": "state",
                                          "reopened": reopened}))
+        self._deliver(src, entry, entry.window.drain(), out)
 
     # --- the retransmit task ----------------------------------------------------------------------------------
     def _unsynced_members(self) -> list[str]:
@@ -685,6 +743,11 @@ class Nakack4(BatchingProtocol):
                 continue
             if entry.delivered_since_ack or entry.ack_pending:
                 self._send_ack(peer, entry, out)
+            if entry.contradicted and now_s - entry.contradicted_s >= self._contradiction_wait_s:
+                entry.contradicted = False  # no answer: the skip stands, what was held is delivered
+                entry.counters["contradictions_unanswered"] += 1
+                self.counters["contradictions_unanswered"] += 1
+                self._deliver(peer, entry, entry.window.drain(), out)
             if entry.contradicted:  # until a state of the sender comes (the request may have been rate-limited)
                 self._ask_state(now_s, peer, out)
             entry.forget_requests_up_to(entry.window.low - entry.window.capacity)

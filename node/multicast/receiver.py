@@ -39,6 +39,7 @@ class RecvEntry:
     synced_gen: int = 0                    # generation of the last BcastState applied (0: none or untracked)
     delivered_high: int = 0                # highest seqno delivered to the application (a skip does not move it)
     contradicted: bool = False             # the sender's own traffic named a seqno skipped but never delivered
+    contradicted_s: float = 0.0            # ... at this time (delivery waits for the sender's state until then)
     prev_highest_missing: int | None = None  # highest seqno missing at the previous retransmit run
     delivered_since_ack: int = 0
     ack_pending: bool = False              # the sender evidently lacks our ack (duplicates, HIGHEST at or below low)

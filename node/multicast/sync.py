@@ -8,8 +8,11 @@ of that sender before the BcastState: it drops them (and asks with `BcastStateRe
 then starts its window at low_seqno - 1. For a new peer low_seqno = next_seqno.
 
 Each such synchronisation is an *episode* with a generation `gen` (1..GEN_MAX, per peer, the next one for
-every new episode): the BcastState carries it in its flag bits 1-7, and the receiver answers every BcastState
-with an ACK that echoes it in the same bits (a plain ACK has 0 there). The sender resends the BcastState (with
+every new episode): the BcastState carries it in its flag bits 1-6, and the receiver answers every BcastState
+with an ACK that echoes it in the same bits (a plain ACK has 0 there). Bit 7 of a BcastState (`AHEAD`) says
+the episode was started because the receiver acked a seqno above anything this sender sent: its window is ahead
+of the sender's stream (forged messages delivered in the sender's name), and the state is the sender's word on
+where its stream really is (nakack4.py, "Windows ahead of their sender"). The sender resends the BcastState (with
 current values, same gen) every `sync_interval` until the ACK echoing that gen arrives; an ACK of an older
 episode, a plain ACK, or one sent before the state was seen does not stop it. A `BcastStateReq` from a receiver
 starts a new episode when none is under way (a receiver that lost track of us, or a returning one whose view
@@ -40,7 +43,8 @@ from dataclasses import dataclass
 from node.wire import SYNC_CAPABLE, BcastState
 
 GEN_SHIFT = 1
-GEN_MAX = 0x7F  # generations 1..127 in flag bits 1-7 (0: no generation: a plain ACK, an untracked state)
+GEN_MAX = 0x3F  # generations 1..63 in flag bits 1-6 (0: no generation: a plain ACK, an untracked state)
+AHEAD = 0x80    # BcastState flag bit 7: the receiver acked above what this sender sent
 
 
 def gen_of(flags: int) -> int:
@@ -57,6 +61,7 @@ class Outgoing:
     sent_s: float
     frozen: bool
     gen: int = 0
+    ahead: bool = False  # started (or marked) because the receiver acked above what we sent
 
 
 class StartSync:
@@ -93,8 +98,8 @@ class StartSync:
         self._gen[peer] = gen
         return gen
 
-    def _state(self, next_seqno: int, low_seqno: int, gen: int) -> BcastState:
-        return BcastState(next_seqno, low_seqno, self.flags | (gen << GEN_SHIFT))
+    def _state(self, next_seqno: int, low_seqno: int, gen: int, ahead: bool = False) -> BcastState:
+        return BcastState(next_seqno, low_seqno, self.flags | (gen << GEN_SHIFT) | (AHEAD if ahead else 0))
 
     def add_receiver(self, now_s: float, peer: str, next_seqno: int, low_seqno: int) -> tuple[bool, BcastState]:
         """The view added `peer`: returns (counts its acks at once, the message to send it)."""
@@ -108,18 +113,25 @@ class StartSync:
         self.outgoing[peer] = Outgoing(msg, now_s, frozen=False, gen=gen)
         return True, msg
 
-    def resync(self, now_s: float, peer: str, next_seqno: int, low_seqno: int) -> BcastState:
-        """A tipc receiver needs our state again (it asked, or asked for seqnos we no longer hold): the state of
-        the episode under way, or of a new one."""
+    def resync(self, now_s: float, peer: str, next_seqno: int, low_seqno: int, ahead: bool = False) -> BcastState:
+        """A tipc receiver needs our state again (it asked, asked for seqnos we no longer hold, or acked above
+        what we sent: `ahead`, kept until the episode ends): the state of the episode under way, or of a new one."""
         item = self.outgoing.get(peer)
         if item is not None and not item.frozen:
-            item.msg = self._state(next_seqno, low_seqno, item.gen)
+            item.ahead = item.ahead or ahead
+            item.msg = self._state(next_seqno, low_seqno, item.gen, item.ahead)
             item.sent_s = now_s
             return item.msg
         gen = self._next_gen(peer)
-        msg = self._state(next_seqno, low_seqno, gen)
-        self.outgoing[peer] = Outgoing(msg, now_s, frozen=False, gen=gen)
+        msg = self._state(next_seqno, low_seqno, gen, ahead)
+        self.outgoing[peer] = Outgoing(msg, now_s, frozen=False, gen=gen, ahead=ahead)
         return msg
+
+    def mark_ahead(self, peer: str) -> None:
+        """The tipc episode under way with `peer` carries AHEAD from its next resend on."""
+        item = self.outgoing.get(peer)
+        if item is not None and not item.frozen:
+            item.ahead = True
 
     def remove_receiver(self, peer: str) -> None:
         self.outgoing.pop(peer, None)
@@ -145,7 +157,7 @@ class StartSync:
             if now_s - item.sent_s < self.interval_s:
                 continue
             if not item.frozen:
-                item.msg = self._state(next_seqno, lows.get(peer, item.msg.low_seqno), item.gen)
+                item.msg = self._state(next_seqno, lows.get(peer, item.msg.low_seqno), item.gen, item.ahead)
             item.sent_s = now_s
             out.append((peer, item.msg))
         return out

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from node.auth import WireKey
 from node.core import make_payload
 from node.sim.network import LinkSpec
 from node.sim.simulator import Simulator
@@ -18,10 +19,13 @@ LAYER = "unicast"
 
 def unicast_sim(variant: str, members: Iterable[str] = ("a", "b"), seed: int = 0,
                 config: UnicastConfig | None = None, link: LinkSpec | None = None,
-                bundle_max_bytes: int = 8192, record_events: bool = True) -> Simulator:
-    """A simulator with one unicast layer per member, all knowing the initial membership `members`."""
+                bundle_max_bytes: int = 8192, record_events: bool = True,
+                auth_key: WireKey | None = None) -> Simulator:
+    """A simulator with one unicast layer per member, all knowing the initial membership `members` (`auth_key`:
+    on the authenticated wire)."""
     members = tuple(members)
-    sim = Simulator(seed, default_link=link, bundle_max_bytes=bundle_max_bytes, record_events=record_events)
+    sim = Simulator(seed, default_link=link, bundle_max_bytes=bundle_max_bytes, record_events=record_events,
+                    auth_key=auth_key)
     for name in members:
         sim.add_member(name, {LAYER: make_unicast(variant, name, config or UnicastConfig(), members)})
     return sim

@@ -21,6 +21,10 @@ member's driver counts its own.
 
 `restart_member` replaces a member's driver and stack by fresh ones, as a process restart does: its timers go,
 its datagrams carry a new incarnation, and receivers tell their layers (`node.incarnation`) as the runtime does.
+
+`auth_key` runs the authenticated wire (`splitlab up --auth`): every member's driver signs what it sends and drops
+what lacks the key's tag as `unauthenticated`; `inject` and `inject_bytes` sign when asked (`sign=True`), as
+`splitlab chaos inject --sign` does.
 """
 from __future__ import annotations
 
@@ -32,12 +36,13 @@ from typing import Any, Callable, Hashable, Iterable
 
 from node.core import Effect, Protocol, payload_msg_id
 from node.driver import Driver
+from node.auth import WireKey
 from node.errors import UsageError
 from node.sim.faults import DELAY, DROP, HOLD, FaultTable, MsgFault
 from node.sim.jam import outcome as jam_outcome
 from node.sim.network import LinkSpec, Network
 from node.stack import Stack
-from node.wire import Message, encode_datagram
+from node.wire import Message, encode_datagram, sign as sign_datagram
 
 SIM_CLUSTER_ID = 0x5EED5EED
 SIM_EPOCH_MS = 1_700_000_000_000  # the simulated unix clock at t=0 for seed 0 (each seed starts elsewhere)
@@ -48,8 +53,10 @@ class Simulator:
     """Members, links, faults and a virtual clock. See the module docstring."""
 
     def __init__(self, seed: int, default_link: LinkSpec | None = None, bundle_max_bytes: int = 8192,
-                 cluster_id: int = SIM_CLUSTER_ID, record_events: bool = True) -> None:
+                 cluster_id: int = SIM_CLUSTER_ID, record_events: bool = True,
+                 auth_key: WireKey | None = None) -> None:
         self.seed = seed
+        self.auth_key = auth_key
         self.rng = random.Random(seed)
         self.now_s = 0.0
         self.network = Network(self.rng, default_link)
@@ -137,7 +144,8 @@ class Simulator:
 
         driver = Driver(name, stack, self.cluster_id, boot_ms, self.bundle_max_bytes, self.drivers.keys(),
                         set_timer=set_timer, cancel_timer=cancel_timer,
-                        record=self._recorder(name) if self._record_events else None, deliver=deliver)
+                        record=self._recorder(name) if self._record_events else None, deliver=deliver,
+                        auth_key=self.auth_key)
         self.drivers[name] = driver
         self.stacks[name] = stack
         self.incarnation[name] = boot_ms
@@ -252,13 +260,20 @@ class Simulator:
         """Remove every message fault (held messages are discarded)."""
         self.faults.faults.clear()
 
-    def inject(self, src: str, dst: str, msgs: Message | list[Message], delay_s: float = 0.0) -> None:
-        """Deliver a forged datagram from `src` to `dst` after `delay_s`, bypassing links, cuts and faults."""
+    def inject(self, src: str, dst: str, msgs: Message | list[Message], delay_s: float = 0.0,
+               sign: bool = False) -> None:
+        """Deliver a forged datagram from `src` to `dst` after `delay_s`, bypassing links, cuts and faults
+        (`sign`: signed with the run's key)."""
         batch = [msgs] if isinstance(msgs, Message) else list(msgs)
-        self.inject_bytes(dst, encode_datagram(self.cluster_id, src, batch), delay_s)
+        self.inject_bytes(dst, encode_datagram(self.cluster_id, src, batch), delay_s, sign)
 
-    def inject_bytes(self, dst: str, data: bytes, delay_s: float = 0.0) -> None:
-        """Deliver raw bytes to `dst` (e.g. a foreign or malformed datagram)."""
+    def inject_bytes(self, dst: str, data: bytes, delay_s: float = 0.0, sign: bool = False) -> None:
+        """Deliver raw bytes to `dst` (e.g. a foreign or malformed datagram); `sign`: signed with the run's key
+        first (`node.wire.sign`). Raises UsageError for `sign` without a key."""
+        if sign:
+            if self.auth_key is None:
+                raise UsageError("nothing to sign with: this simulation runs the open wire (no auth_key)")
+            data = sign_datagram(self.auth_key, data)
         self._push(self.now_s + delay_s, _DGRAM, (None, dst, data))
 
     def at(self, t_s: float, action: Callable[[], Any]) -> None:

@@ -10,6 +10,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from node.unicast.connid import conn_older
 from node.unicast.window import ReceiveWindow, SendWindow
 
 OPEN = "open"
@@ -33,6 +34,7 @@ class SendEntry:
     prev_tail: tuple[int, int] | None = None  # (low, highest_sent) at the previous retransmit run
     syncing: bool = False           # unicast3: SYNC-OK sent, SYNC-ACK not yet received
     sync_started_s: float = 0.0
+    ahead_told_s: float | None = None  # unicast3: last CLOSE sent because the receiver acked above what we sent
     blocked_since_s: float | None = None  # the window is full since (sends wait), None: not blocked
     active_s: float = 0.0           # last use: a send or an accepted ack (unicast3's conn_expiry_timeout)
     counters: Counter = field(default_factory=Counter)
@@ -71,6 +73,10 @@ class ReceiveEntry:
     state: str = OPEN
     closing_since_s: float | None = None
     lineage: list[int] = field(default_factory=list)  # ids of the sender's stream this window follows
+    data_conn_id: int = 0           # unicast3: the id of the last message the window took since it adopted one
+    opened_by: int | None = None    # unicast3: seqno of the first=true message that opened it (None: a sync did)
+    stuck_since_s: float | None = None  # unicast3: a gap has held delivery at `stuck_at` since (None: no gap)
+    stuck_at: int = 0
     delivered_since_ack: int = 0
     ack_pending: bool = False       # an ACK/STABLE is owed (deliveries, or a duplicate the sender should stop)
     ack_timestamp: int = 0
@@ -87,9 +93,23 @@ class ReceiveEntry:
         """Whether `conn_id` is this window's connection or an earlier id of the same stream."""
         return conn_id in self.lineage
 
+    def took(self, conn_id: int) -> None:
+        """The window took a message that carried `conn_id` (one of its lineage)."""
+        self.data_conn_id = conn_id
+
+    @property
+    def ack_conn_id(self) -> int:
+        """The id our acks carry: the window's, or a newer one the last message we took came with. The sender
+        takes acks of its current id only, and a window may follow its stream under an id it learned out of order
+        (an older SYNC-OK it asked for, a window brought back): acking under the window's id would have every ack
+        discarded, the sender's messages never released."""
+        data = self.data_conn_id
+        return data if data and conn_older(self.conn_id, data) else self.conn_id
+
     def adopt(self, conn_id: int) -> None:
         """The sender's stream continues under `conn_id` (a unicast3 sync that keeps the window)."""
         self.conn_id = conn_id
+        self.data_conn_id = 0
         self.lineage.append(conn_id)
         del self.lineage[:-MAX_LINEAGE]
 

@@ -8,14 +8,25 @@ Per peer there is a send entry and a receive entry, each with a connection id (c
 - Receiver: DATA of its connection (or an earlier id of the same stream after a sync) goes into the window;
   an ACK leaves after ack_threshold deliveries, otherwise with the next retransmit run, which also asks
   (XMIT_REQ) for the gaps that were already there at the previous run. DATA with first=true and a newer
-  unknown conn_id starts a new window at its seqno; DATA of an older conn_id is dropped (a delayed copy: JGroups
-  would reset or resync here, splitlab uses the conn_id order instead); DATA without first and
-  without a window, or with a newer unknown conn_id, is dropped and answered by a SYNC (at most one per
-  sync_min_interval).
+  unknown conn_id starts a new window at its seqno (the window it replaces is kept, in case that message was
+  forged); so does a first=true message of the window's connection naming an earlier start than the one that
+  opened it. Any other conn_id mismatch (older: a delayed copy, or the real stream after a forged `first` took
+  the window; newer without first; no window) is dropped and answered by a SYNC, at most one per
+  sync_min_interval, repeated until sync_timeout (DESIGN.md, "Self-stabilisation"); so is a gap that has held
+  delivery for a sync timeout although asked for every run (the sender released what we lack).
+- A receiver acks under the id of the last message it took when that is newer than its window's (a window
+  may follow the sender's stream under an id it learned out of order), and a SYNC-OK it asked for is applied even
+  when it names an older id than the window's (that id came from a forged `first` or SYNC-OK of a later
+  generation); only an unsolicited one that is older waits for the current answer (`old_sync_ok`).
+- An ACK of our current connection above anything we sent says the receiver's window is ahead of our stream
+  (forged messages delivered in our name): all we sent counts as acked, and we answer with CLOSE (at most one per
+  sync_min_interval), so our next message finds no window, SYNCs, and the window starts again at our low
+  (DESIGN.md, "Self-stabilisation").
 - SYNC handshake (seed unicast3-receiver-sync-JGRP-1875): on SYNC the sender switches to a new conn_id, starts
   discarding ACKs from that receiver and answers SYNC-OK(low, conn_id), low being its highest acked seqno.
-  The receiver sets its window to (low, conn_id) and answers SYNC-ACK, after which the sender trusts acks
-  again. A delayed ACK of the old connection is discarded because its conn_id no longer matches (JGRP-1873).
+  The receiver sets its window to (low, conn_id) whatever the window held (a SYNC-OK it asked for is the
+  sender's word: a window replaced by a forged `first` comes back if it follows that stream) and answers
+  SYNC-ACK, after which the sender trusts acks again. A delayed ACK of the old connection is discarded because its conn_id no longer matches (JGRP-1873).
   SYNC and SYNC-OK are repeated by the retransmit task until answered or sync_timeout passes.
   The new conn_id is the next generation of the same stream (node.unicast.connid): a window following that
   stream (an admin `sync`, or a SYNC whose trigger was overtaken by the first message) keeps what it delivered
@@ -60,6 +71,7 @@ class Unicast3(UnicastBase):
     def __init__(self, local: str, config: UnicastConfig, members: Iterable[str] | None = None) -> None:
         super().__init__(local, config, members)
         self._rx_sync: dict[str, _RxSync] = {}
+        self._replaced: dict[str, ReceiveEntry] = {}  # per sender, the window its last `first` message replaced
         self._last_sync_tx_s: dict[str, float] = {}
         self._close_s = config.conn_close_timeout_ms / 1000
         self._sync_min_s = config.sync_min_interval_ms / 1000
@@ -84,6 +96,7 @@ class Unicast3(UnicastBase):
         out: list[Effect] = []
         self._rx_sync.pop(peer, None)
         self._last_sync_tx_s.pop(peer, None)
+        self._replaced.pop(peer, None)
         for direction, table in (("send", self.send_entries), ("recv", self.recv_entries)):
             entry = table.pop(peer, None)
             if entry is not None:
@@ -97,31 +110,43 @@ class Unicast3(UnicastBase):
     def _on_data(self, now_s: float, src: str, msg: UnicastData) -> list[Effect]:
         out: list[Effect] = []
         entry = self.recv_entries.get(src)
-        if entry is not None and entry.follows(msg.conn_id):
+        if entry is not None and entry.follows(msg.conn_id) and not (
+                msg.first and entry.opened_by is not None and msg.seqno < entry.opened_by):
             self._accept(now_s, src, entry, msg, out)
             return out
-        if entry is not None and conn_older(msg.conn_id, entry.conn_id):
-            entry.counters["old_conn"] += 1  # a delayed message of an earlier connection
-            out.append(self._data_rx(src, msg, "wrong_conn"))
-            return out
-        if msg.first:
+        # a first message of a newer connection, or of this one but starting before the first message that opened
+        # the window (that one was not the sender's): a new window from here
+        if msg.first and (entry is None or not conn_older(msg.conn_id, entry.conn_id)):
+            if entry is not None:
+                self._replaced[src] = entry  # in case the first message was forged (see _on_sync_ok)
             entry = self._new_recv_entry(now_s, src, msg.conn_id, msg.seqno - 1, out)
+            entry.opened_by = msg.seqno
             self._accept(now_s, src, entry, msg, out)
             return out
-        # not first, and a conn_id newer than the window's (or no window): a new stream, or a sync not seen yet
-        self.counters["no_conn" if entry is None else "wrong_conn"] += 1
-        out.append(self._data_rx(src, msg, "no_conn" if entry is None else "wrong_conn"))
+        # the sender's stream and this window disagree: a delayed message of an earlier connection, a new stream
+        # whose first message is not here yet, a sync not seen yet -- or a window a forged message set up. The
+        # sender is the authority over its stream: drop, and ask it (SYNC, at most one per sync_min_interval)
+        action = "no_conn" if entry is None else "wrong_conn"
+        if entry is not None and conn_older(msg.conn_id, entry.conn_id):
+            entry.counters["old_conn"] += 1
+        self.counters[action] += 1
+        out.append(self._data_rx(src, msg, action))
+        self._ask_sync(now_s, src, out)
+        return out
+
+    def _ask_sync(self, now_s: float, src: str, out: list[Effect]) -> None:
+        """Start a sync with `src`'s stream (a SYNC now, unless one left less than sync_min_interval ago)."""
+        if src not in self._rx_sync:
+            self._rx_sync[src] = _RxSync(now_s)
         last = self._last_sync_tx_s.get(src)
         if last is not None and now_s - last < self._sync_min_s:
             self.counters["sync_suppressed"] += 1
-            return out
-        if src not in self._rx_sync:
-            self._rx_sync[src] = _RxSync(now_s)
+            return
         self._send_sync(now_s, src, out)
-        return out
 
     def _accept(self, now_s: float, src: str, entry: ReceiveEntry, msg: UnicastData, out: list[Effect]) -> None:
         entry.active_s = now_s
+        entry.took(msg.conn_id)
         if entry.state == CLOSING:
             self._reopen_recv(src, entry, out)
         result, delivered = self._deliver_new(src, entry, msg, out)
@@ -139,8 +164,9 @@ class Unicast3(UnicastBase):
         entry.delivered_since_ack = 0
         entry.ack_pending = False
         seqno = entry.window.highest_delivered
-        out.append(Send(peer, UnicastAck(seqno, entry.conn_id, entry.ack_timestamp)))
-        out.append(Emit("ack_tx", {"proto": self.NAME, "to": peer, "seqno": seqno, "conn_id": entry.conn_id}))
+        conn_id = entry.ack_conn_id
+        out.append(Send(peer, UnicastAck(seqno, conn_id, entry.ack_timestamp)))
+        out.append(Emit("ack_tx", {"proto": self.NAME, "to": peer, "seqno": seqno, "conn_id": conn_id}))
 
     def _send_sync(self, now_s: float, peer: str, out: list[Effect]) -> None:
         self._last_sync_tx_s[peer] = now_s
@@ -149,12 +175,14 @@ class Unicast3(UnicastBase):
         out.append(self._resync("tx", peer, "sync", msg))
 
     def _on_sync_ok(self, now_s: float, src: str, msg: UnicastSyncOk) -> list[Effect]:
-        """SYNC-OK answers our SYNC. One that answers none is taken only when it cannot cost a message: a repeat
-        of a sync already applied, or a newer generation of the window's own stream that skips nothing (a stale
-        SYNC of ours, delayed, made the sender sync again). Any other is dropped (`unsolicited_sync_ok`): a
-        forged or stray SYNC-OK can neither replace a window nor skip what it has not delivered."""
+        """SYNC-OK answers our SYNC: the sender's own word on its stream (conn_id) and on what it no longer has
+        (low), so it sets the window whatever the window held -- a window a forged message set up included. One
+        that answers no SYNC of ours is taken only when it cannot cost a message: a repeat of a sync already
+        applied, or a newer generation of the window's own stream that skips nothing (a stale SYNC of ours,
+        delayed, made the sender sync again). Any other is dropped (`unsolicited_sync_ok`): a forged or stray
+        SYNC-OK can neither replace a window nor skip what it has not delivered."""
         entry = self.recv_entries.get(src)
-        solicited = self._rx_sync.pop(src, None) is not None
+        solicited = src in self._rx_sync
         repeated = entry is not None and entry.follows(msg.conn_id)
         harmless = (entry is not None and same_stream(msg.conn_id, entry.conn_id)
                     and msg.low <= entry.window.highest_delivered)
@@ -162,11 +190,33 @@ class Unicast3(UnicastBase):
             self.counters["unsolicited_sync_ok"] += 1
             return [self._resync("rx", src, "sync_ok", msg, conn_id=msg.conn_id, low=msg.low, action="discarded")]
         out: list[Effect] = [self._resync("rx", src, "sync_ok", msg, conn_id=msg.conn_id, low=msg.low)]
-        if repeated:
-            pass  # a repeated SYNC-OK: our SYNC-ACK was lost, send it again
-        elif entry is not None and conn_older(msg.conn_id, entry.conn_id):
-            entry.counters["old_sync_ok"] += 1  # superseded by a later sync, or about an older stream
+        replaced = self._replaced.get(src)
+        if entry is not None and not same_stream(msg.conn_id, entry.conn_id) and replaced is not None \
+                and same_stream(msg.conn_id, replaced.conn_id):
+            # the window a `first` message had replaced follows the sender's stream: that message was not the
+            # sender's (forged, or of a stream it left): the replaced window comes back, with what it delivered
+            entry = self.recv_entries[src] = replaced
+            del self._replaced[src]
+            repeated = entry.follows(msg.conn_id)
+            self.counters["windows_restored"] += 1
+            out.append(self._conn_state(src, "recv", "restored", entry.conn_id))
+        if not solicited and entry is not None and same_stream(msg.conn_id, entry.conn_id) \
+                and conn_older(msg.conn_id, entry.conn_id):
+            entry.counters["old_sync_ok"] += 1  # an earlier sync's answer, overtaken: wait for the current one
             return out
+        # (one we asked for is the sender's word even when it names an older id than the window's: that id came
+        # from a message that was not the sender's answer -- a forged `first` or SYNC-OK of a later generation)
+        self._rx_sync.pop(src, None)
+        self._replaced.pop(src, None)
+        if (solicited and entry is not None and same_stream(msg.conn_id, entry.conn_id)
+                and entry.opened_by is not None and msg.low < entry.opened_by - 1):
+            # the sender still has messages from before the first message that opened the window (it was not the
+            # sender's): the window starts again where the sender says (only when asked: an unsolicited SYNC-OK
+            # must not make a window deliver again)
+            self._new_recv_entry(now_s, src, msg.conn_id, msg.low, out)
+            self.counters["windows_restarted"] += 1
+        elif repeated:
+            pass  # a repeated SYNC-OK: our SYNC-ACK was lost, send it again
         elif entry is not None and same_stream(msg.conn_id, entry.conn_id):  # the window's own stream
             self._keep_window(src, entry, msg, out)
         else:
@@ -179,6 +229,7 @@ class Unicast3(UnicastBase):
     def _keep_window(self, src: str, entry: ReceiveEntry, msg: UnicastSyncOk, out: list[Effect]) -> None:
         """The window follows the sender's stream: adopt the new conn_id, skip what the sender no longer has."""
         entry.adopt(msg.conn_id)
+        entry.opened_by = None  # where the stream starts is the sender's word now
         if entry.state == CLOSING:
             entry.state = OPEN
             entry.closing_since_s = None
@@ -221,8 +272,30 @@ class Unicast3(UnicastBase):
             self.counters["acks_discarded"] += 1
             if entry is not None:
                 entry.counters["acks_discarded"] += 1
-        return [Emit("ack_rx", {"proto": self.NAME, "from": src, "seqno": msg.seqno, "conn_id": msg.conn_id,
-                                "action": "accepted" if accepted else "discarded"})]
+        event = {"proto": self.NAME, "from": src, "seqno": msg.seqno, "conn_id": msg.conn_id,
+                 "action": "accepted" if accepted else "discarded"}
+        out: list[Effect] = [Emit("ack_rx", event)]
+        if entry is not None and not entry.syncing and msg.conn_id == entry.conn_id \
+                and msg.seqno > entry.window.highest_sent:
+            event["reason"] = "above_sent"
+            self._receiver_ahead(now_s, src, entry, out)
+        return out
+
+    def _receiver_ahead(self, now_s: float, src: str, entry: SendEntry, out: list[Effect]) -> None:
+        """`src` acked a seqno of our current connection above anything we sent: its window is ahead of our
+        stream (forged messages delivered in our name), and what we send next would be duplicates there until
+        our stream passed it. It holds a message at every seqno we sent, so all of it counts as acked; and we are
+        the authority over our stream: CLOSE tells it to drop that window (at most once per sync_min_interval),
+        our next message then finds no window there, which SYNCs, and our SYNC-OK starts its window again at our
+        low: all we had sent (DESIGN.md, "Self-stabilisation")."""
+        entry.counters["acks_above_sent"] += 1
+        self.counters["acks_above_sent"] += 1
+        if entry.ahead_told_s is not None and now_s - entry.ahead_told_s < self._sync_min_s:
+            return
+        entry.ahead_told_s = now_s
+        entry.window.purge_to(entry.window.highest_sent)
+        self.counters["closes_on_ack_above_sent"] += 1
+        out.append(Send(src, UnicastClose(entry.conn_id)))
 
     def _on_xmit_req(self, now_s: float, src: str, msg: UnicastXmitReq) -> list[Effect]:
         out: list[Effect] = []
@@ -292,10 +365,12 @@ class Unicast3(UnicastBase):
 
     def _remove(self, now_s: float, peer: str) -> list[Effect]:
         self._rx_sync.pop(peer, None)
+        self._replaced.pop(peer, None)
         return super()._remove(now_s, peer)
 
     def _remove_receive(self, now_s: float, peer: str, state: str) -> list[Effect]:
         self._rx_sync.pop(peer, None)
+        self._replaced.pop(peer, None)
         return super()._remove_receive(now_s, peer, state)
 
     def _view_changed(self, now_s: float) -> list[Effect]:
@@ -337,6 +412,23 @@ class Unicast3(UnicastBase):
                     entry.closing_since_s = now_s
                     out.append(self._conn_state(peer, direction, CLOSING, entry.conn_id, reason="expired"))
 
+    def _check_stuck(self, now_s: float, peer: str, entry: ReceiveEntry, out: list[Effect]) -> None:
+        """A gap that has held delivery for a sync timeout although it is asked for every run: the sender's
+        resends keep missing (it released what we lack: a forged ACK, or acks of another window). Ask the
+        sender for its stream (SYNC; its SYNC-OK's low skips what it no longer has), again after another sync
+        timeout if still stuck."""
+        w = entry.window
+        if not w.has_gaps():
+            entry.stuck_since_s = None
+            return
+        if entry.stuck_since_s is None or entry.stuck_at != w.highest_delivered:
+            entry.stuck_since_s, entry.stuck_at = now_s, w.highest_delivered
+            return
+        if now_s - entry.stuck_since_s >= self._sync_timeout_s:
+            entry.stuck_since_s = now_s
+            entry.counters["stuck_syncs"] += 1
+            self._ask_sync(now_s, peer, out)
+
     def _xmit_task(self, now_s: float) -> list[Effect]:
         out: list[Effect] = []
         if self._expiry_s:
@@ -348,6 +440,7 @@ class Unicast3(UnicastBase):
             if entry.ack_pending or entry.delivered_since_ack:
                 self._send_ack(peer, entry, out)
             self._xmit_requests(peer, entry, entry.conn_id, out)
+            self._check_stuck(now_s, peer, entry, out)
         for peer, pending in list(self._rx_sync.items()):
             if now_s - pending.started_s >= self._sync_timeout_s:
                 del self._rx_sync[peer]

@@ -4,8 +4,9 @@ sources) at every node of a 3-node run, in two phases on one cluster:
    /health within 1 s, its RSS grew less than MAX_RSS_GROWTH_MB, it counted the drops by reason, and the cluster
    still delivers a workload: malformed input never reaches a protocol.
 2. 10,000 of every class, forged well-formed protocol messages included (valid, boundary values, window edges,
-   other conn ids, oversized, bad headers around valid bodies, bundles): health and memory again. Well-formed forgeries from spoofed members may cost
-   messages (nothing authenticates a member; DESIGN.md), so delivery is not asserted after them.
+   other conn ids, oversized, bad headers around valid bodies, bundles): health, memory and delivery again. A
+   forged message may take a real one's place in a window, but once the fuzzer stops every member delivers
+   every new message again (DESIGN.md, "Self-stabilisation").
 The command runs as users run it (`splitlab fuzz ... --json`); a failure prints the culprit datagrams (hex and
 decoded) and the replay commands."""
 from __future__ import annotations
@@ -75,9 +76,14 @@ def fuzz_and_check(run, seed: int, mutations: tuple[str, ...], delivery: bool) -
     for node in run.names:
         growth = report["checks"]["memory"]["nodes"][node]["growth"]
         assert growth is not None and growth < MAX_RSS_GROWTH_MB * 2**20, why
-    if delivery:  # the cluster still delivers a workload
+    if delivery:  # the cluster still delivers a workload (after forgeries: seqnos forged ones took, at most as many
+        # as the receivers had delivered ahead of their senders when the workload began)
+        check = report["checks"]["delivery"]
+        taken = check.get("taken_by_forgeries", 0)
+        assert taken == 0 or not set(mutations) <= set(MALFORMED), why
+        assert taken <= check.get("forged_ahead", 0), why
         for node in run.names:
-            assert report["checks"]["delivery"]["nodes"][node]["delivered"] >= 3 * WORKLOAD_COUNT, why
+            assert check["nodes"][node]["delivered"] >= 3 * WORKLOAD_COUNT - taken, why
     assert code == 0 and report["ok"] and not report["culprits"], why
     return report
 
@@ -85,5 +91,5 @@ def fuzz_and_check(run, seed: int, mutations: tuple[str, ...], delivery: bool) -
 def test_twenty_thousand_fuzzed_datagrams_leave_every_node_healthy_bounded_and_delivering(splitlab_up):
     run = splitlab_up(3)
     fuzz_and_check(run, SEED, MALFORMED, delivery=True)
-    report = fuzz_and_check(run, SEED + 1, tuple(sorted(ALL_CLASSES)), delivery=False)
-    assert report["checks"]["delivery"]["ok"] is None, report["checks"]  # not judged after forgeries
+    report = fuzz_and_check(run, SEED + 1, tuple(sorted(ALL_CLASSES)), delivery=True)
+    assert report["checks"]["delivery"]["ok"] is True, report["checks"]

@@ -80,7 +80,7 @@ def test_netem_parameters_carry_units_correlations_and_the_distribution_table():
                       duplicate_pct=2, reorder_pct=3, corrupt_pct=4,
                       rate_kbit=1000)
     kw = netem.netem_kwargs(fault)
-    assert kw == {"limit": netem.NETEM_LIMIT_PACKETS, "delay": 20_000, "jitter": 5_000,
+    assert kw == {"limit": 1000, "delay": 20_000, "jitter": 5_000,
                   "delay_dist": disttable.table("pareto"), "loss": 1, "duplicate": 2, "prob_reorder": 3,
                   "prob_corrupt": 4, "delay_corr": 25, "rate": 125_000}
     assert netem.describe(fault) == ("delay 20ms 5ms 25% distribution pareto loss 1% duplicate 2% "
@@ -92,7 +92,7 @@ def test_the_encoded_netem_request_holds_every_option_the_table_and_no_tca_rate(
                       reorder_pct=3, rate_kbit=1000)
     decoded = encoded_options(netem_request(fault))
     options = decoded.get_attr("TCA_OPTIONS")
-    assert options["limit"] == netem.NETEM_LIMIT_PACKETS and options["gap"] == 1  # reorder needs gap 1
+    assert options["limit"] == 1000 and options["gap"] == 1  # reorder needs gap 1; netem's default limit
     assert options["loss"] == int(0.01 * 0xFFFFFFFF)  # netem's shares are fractions of 2**32 - 1
     assert options["delay"] > options["jitter"] > 0 and options["delay"] == 4 * options["jitter"]
     assert options.get_attr("TCA_NETEM_CORR")["delay_corr"] == int(0.25 * 0xFFFFFFFF)
@@ -113,6 +113,13 @@ def test_a_replace_resets_what_it_does_not_set_every_option_goes_out_as_zero():
     assert options.get_attr("TCA_NETEM_CORRUPT")["prob_corrupt"] == 0
     assert options.get_attr("TCA_NETEM_RATE")["rate"] == 0
     assert options.get_attr("TCA_NETEM_DELAY_DIST") is None  # no jitter: netem never reads the table
+
+
+def test_a_faults_limit_pkts_is_netems_limit_in_the_encoded_request_and_in_tcs_words():
+    fault = LinkFault(rate_kbit=2000, limit_pkts=500)
+    assert encoded_options(netem_request(fault)).get_attr("TCA_OPTIONS")["limit"] == 500
+    assert netem.describe(fault) == "limit 500 rate 2000kbit"
+    assert netem.describe(LinkFault(rate_kbit=2000)) == "rate 2000kbit"  # tc's default limit, 1000, unsaid
 
 
 def test_uniform_jitter_sends_netems_uniform_as_a_table_so_a_replace_unloads_an_earlier_distribution():

@@ -151,7 +151,8 @@ def test_heal_of_a_missing_run_directory_is_bad_input(tmp_path, capsys):
 def _fake_up(monkeypatch, tmp_path):
     from chaos.cluster import lifecycle
 
-    def up(count, *, log, wait_timeout_s, run_id, inventory=None, placement=None, ipv6=False, kind="splitlab"):
+    def up(count, *, log, wait_timeout_s, run_id, inventory=None, placement=None, ipv6=False, kind="splitlab",
+           auth=False):
         log(f"run {run_id}: starting {count} node(s)")
         log(f"run {run_id}: all {count} node(s) hear each other")
         nodes = [lifecycle.NodeInfo(f"n{i}", f"c{i}", f"10.0.0.{i}", f"10.1.0.{i}", 100 + i)
@@ -296,9 +297,11 @@ def test_python_m_pipeline_is_the_analyze_verb():
 def test_inject_sends_the_forged_message_through_the_net(fake_net):
     assert splitlab(["chaos", "inject", "--from", "n2", "--to", "n1", "--type", "UnicastAck", "--field", "seqno=5",
                      "--count", "3"]) == 0
-    ((method, src, dst, bodies, count),) = fake_net.calls
-    assert (method, src, dst, count) == ("inject", "n2", "n1", ("count", 3))
+    ((method, src, dst, bodies, count, sign),) = fake_net.calls
+    assert (method, src, dst, count, sign) == ("inject", "n2", "n1", ("count", 3), ("sign", False))
     assert bodies[0].seqno == 5
+    assert splitlab(["chaos", "inject", "--from", "n2", "--to", "n1", "--type", "UnicastAck", "--sign"]) == 0
+    assert fake_net.calls[-1][-1] == ("sign", True)
 
 
 @pytest.mark.parametrize("extra, fragment", [

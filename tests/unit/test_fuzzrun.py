@@ -79,9 +79,12 @@ def test_counter_deltas_by_reason_and_layer():
     assert layers == {"runtime": {"datagrams_received": 20}, "multicast": {"skipped": 9}}
 
 
-def _mstate(sent: int, windows: dict[str, int]) -> dict:
+def _mstate(sent: int, windows: dict[str, int], buffered: tuple[int, int] = (0, 0)) -> dict:
+    """A member that sent up to `sent`, with a window per peer at `low`, holding `buffered` (count, highest)."""
+    count, highest = buffered
     return {"layers": {"multicast": {"send": {"highest_sent": sent}, "windows": {
-        p: {"low": low, "counters": {"skipped": 5} if low > 100 else {}} for p, low in windows.items()}}}}
+        p: {"low": low, "highest_received": max(low, highest), "buffered": count,
+            "counters": {"skipped": 5} if low > 100 else {}} for p, low in windows.items()}}}}
 
 
 def test_stuck_streams_name_the_sender_receiver_and_where_each_stands():
@@ -91,6 +94,48 @@ def test_stuck_streams_name_the_sender_receiver_and_where_each_stands():
     assert "n2 delivered up to 16387 (skipped 5), n1 sent up to 103" in stream["detail"]
     states["n2"]["layers"]["multicast"]["windows"]["n1"]["low"] = 103
     assert fuzzrun.stuck_streams(states) == []
+
+
+@pytest.mark.parametrize("forged, caught_up, ahead, ok", [(True, True, 1, True), (False, True, 1, False),
+                                                           (True, False, 1, False), (True, True, 0, False)])
+def test_after_forgeries_messages_short_of_caught_up_streams_are_counted_as_taken(monkeypatch, forged: bool,
+                                                                                 caught_up: bool, ahead: int,
+                                                                                 ok: bool):
+    """Two members, one message short at n2: after well-formed forgeries, with every workload sent and every
+    stream caught up, the check passes and counts it `taken_by_forgeries` if n2's window was ahead of n1 when the
+    workload began (a forged message delivered in n1's name); without forgeries, with a stream behind, or with no
+    window ahead, it fails."""
+    names = ["n1", "n2"]
+
+    def state(node: str, delivered: int, sent: int, low: int) -> dict:
+        peer = names[1 - names.index(node)]
+        return {"counters": {"delivered": delivered}, "view": {"members": names}, "workloads": [{"done": True}],
+                "layers": {"liveness": {peer: {"heard": True}}, **_mstate(sent, {peer: low})["layers"]}}
+
+    before = {"n1": state("n1", 0, 2, 2), "n2": state("n2", 0, 2, 2 + ahead)}
+    after = {"n1": state("n1", 2, 3, 3), "n2": state("n2", 1, 3, 3 if caught_up else 2)}
+    calls = iter([before] + [after] * 3)
+    monkeypatch.setattr(fuzzrun, "_states_of", lambda cluster, nodes: next(calls))
+
+    class Client:
+        def unicast(self, *args, **kwargs) -> None: ...
+        def multicast(self, *args, **kwargs) -> None: ...
+
+    cluster = type("C", (), {"names": names, "client": lambda self, node: Client()})()
+    settings = fuzzrun.Settings(targets=names, workload_count=1, deliver_timeout_s=0.0, forged=forged)
+    result = fuzzrun.check_delivery(cluster, settings, lambda _: None)
+    assert result["ok"] is ok, result
+    assert result.get("taken_by_forgeries") == (1 if forged and caught_up else None), result
+    if forged and caught_up:
+        assert result["forged_ahead"] == ahead
+
+
+def test_streams_count_the_seqnos_their_receivers_hold_above_what_the_sender_sent():
+    """Delivered above the sender's highest (7), and buffered above it (at most as many as are buffered: 2 of the
+    seqnos up to 120), but nothing a receiver holds at or below it."""
+    states = {"n1": _mstate(103, {"n2": 95}, buffered=(1, 98)), "n2": _mstate(100, {"n1": 110}, buffered=(2, 120))}
+    ahead = {(s["sender"], s["receiver"]): s["ahead"] for s in fuzzrun._streams(states)}
+    assert ahead == {("n1", "n2"): 7 + 2, ("n2", "n1"): 0}
 
 
 def test_delivery_culprits_are_the_well_formed_datagrams_of_the_stuck_stream(tmp_path):

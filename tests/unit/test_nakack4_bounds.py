@@ -137,18 +137,26 @@ def test_rewind_to_reopens_a_skip_walking_only_the_ring(ring_budget) -> None:
     assert [s for s, _ in near.drain()] == [13, 14, 15, 16] and near.rewind_to(20) == 0   # never up
 
 
-@pytest.mark.parametrize("seqnos, reason", [
-    ((3, BIG), "above_sent"),
-    ((6,), "above_sent"),                                   # a sent 1..5: 6 was never sent by this life
-    ((0, 1), "zero_seqno"),
-])
-def test_an_xmit_req_for_seqnos_never_sent_is_discarded_whole(ring_budget, seqnos, reason: str) -> None:
+def test_an_xmit_req_for_seqnos_never_sent_is_discarded_whole(ring_budget) -> None:
     sim = quiet_pair(3)
-    inject_counted(sim, ring_budget, "b", "a", Nakack4XmitReq("a", seqnos))
+    inject_counted(sim, ring_budget, "b", "a", Nakack4XmitReq("a", (6, BIG)))  # a sent 1..5: never by this life
     assert not sim.emitted("data_tx", node="a", resend=True), "nothing is resent for a forged request"
     [event] = sim.emitted("xmit_req_rx", node="a")
-    assert event["action"] == "discarded" and event["reason"] == reason
+    assert event["action"] == "discarded" and event["reason"] == "above_sent"
     assert all(s <= SEQNO_MAX for s in event["seqnos"])      # the history stays within Spark's long
+    assert nak(sim, "a").counters["xmit_reqs_above_sent"] == 1
+
+
+@pytest.mark.parametrize("seqnos, reason", [((3, BIG), "above_sent"), ((0, 3), "zero_seqno")])
+def test_an_xmit_req_serves_what_was_sent_and_ignores_seqnos_never_sent(ring_budget, seqnos, reason: str) -> None:
+    """A window whose high a forged HIGHEST raised asks for real seqnos and for ones never sent in one request:
+    the real ones are looked up and served (here no longer held: the requester is sent a's state), the window
+    does not wait behind the others; those are ignored and counted."""
+    sim = quiet_pair(3)
+    inject_counted(sim, ring_budget, "b", "a", Nakack4XmitReq("a", seqnos))
+    [event] = sim.emitted("xmit_req_rx", node="a")
+    assert "action" not in event and event["seqnos"] == [3] and event["found"] + event["missing"] == [3]
+    assert (event["ignored"], event["reason"]) == (1, reason)
     assert nak(sim, "a").counters[f"xmit_reqs_{reason}"] == 1
 
 

@@ -12,7 +12,8 @@ import pytest
 
 from node.sim import send_many, unicast_sim
 from node.unicast import UnicastConfig
-from node.wire import UnicastAck, UnicastClose, UnicastData, UnicastXmitReq
+from node.unicast.connid import GEN_BITS, GEN_MASK, first_conn_id, next_generation
+from node.wire import UnicastAck, UnicastClose, UnicastData, UnicastSyncOk, UnicastXmitReq
 from sim_helpers import settle
 
 LAYER = "unicast"
@@ -186,16 +187,23 @@ def test_xmit_req_of_another_connection_is_discarded() -> None:
     assert not sim.emitted("data_tx", node="a", resend=True)
 
 
-def test_ack_with_another_conn_id_or_beyond_highest_sent_is_discarded() -> None:
+def test_ack_with_another_conn_id_is_discarded_and_one_beyond_highest_sent_closes_the_receivers_window() -> None:
+    """An ACK of another connection is discarded. One of ours beyond what we sent comes from a window ahead of our
+    stream (forged messages delivered in our name): it holds a message at every seqno we sent, so all of it is
+    released, and a CLOSE makes it drop that window (our next message then SYNCs it back to our stream)."""
     sim = unicast_sim("unicast3", ("a", "b"), seed=22)
     sim.partition("a", "b")
     send_many(sim, "a", "b", 5)
     conn = uni(sim, "a").send_entries["b"].conn_id
     sim.inject("b", "a", UnicastAck(5, conn + 1, 1))
+    sim.run_for(0.01)
+    assert len(uni(sim, "a").send_entries["b"].window) == 5
     sim.inject("b", "a", UnicastAck(99, conn, 1))       # beyond what was sent
     sim.run_for(0.01)
-    assert [e["action"] for e in sim.emitted("ack_rx", node="a")] == ["discarded", "discarded"]
-    assert len(uni(sim, "a").send_entries["b"].window) == 5
+    assert [(e["action"], e.get("reason")) for e in sim.emitted("ack_rx", node="a")] == [
+        ("discarded", None), ("discarded", "above_sent")]
+    assert len(uni(sim, "a").send_entries["b"].window) == 0
+    assert uni(sim, "a").counters["closes_on_ack_above_sent"] == 1
 
 
 def test_close_message_of_another_connection_is_ignored() -> None:
@@ -208,7 +216,8 @@ def test_close_message_of_another_connection_is_ignored() -> None:
 
 
 def test_delayed_first_message_of_an_older_connection_is_dropped() -> None:
-    """A stray copy of the first message of a connection A has since replaced must not reset B's window."""
+    """A stray copy of the first message of a connection A has since replaced must not reset B's window; B asks A
+    for its stream once (it cannot tell a stale message from a window it should not hold) and keeps its window."""
     sim = unicast_sim("unicast3", ("a", "b"), seed=24)
     old = send_many(sim, "a", "b", 3, "old")
     settle(sim)
@@ -221,9 +230,36 @@ def test_delayed_first_message_of_an_older_connection_is_dropped() -> None:
     sim.inject("a", "b", UnicastData(2, old_conn, False, old[1]))
     settle(sim)
     assert sim.delivered("b", "a") == old + new
-    assert uni(sim, "b").recv_entries["a"].conn_id == new_conn
+    assert uni(sim, "b").recv_entries["a"].conn_id == next_generation(new_conn)  # A was asked for its stream
     assert len(sim.emitted("data_rx", node="b", action="wrong_conn")) == 2
-    assert not sim.emitted("resync_tx")
+    # one handshake for both stale messages (SYNC at most once per sync_min_interval)
+    assert [(e["node"], e["kind"]) for e in sim.emitted("resync_tx")] == [("b", "sync"), ("a", "sync_ok"),
+                                                                          ("b", "sync_ack")]
+
+
+def test_a_window_acks_under_the_id_of_the_senders_data_whatever_it_learned_out_of_order() -> None:
+    """Found by `splitlab fuzz` (seed 17): a forged `first` of another stream replaces B's window for A; the SYNC-OK
+    B then asked for comes first as an older generation of A's stream (forged, or from before a wrap of the
+    generation counter): it brings the replaced window back under that older id. The window still takes A's data
+    (A's id is in its lineage), and must ack it under A's id: acked under the older one, every ack is discarded,
+    A's messages are never released, and A's stream is stuck behind them."""
+    sim = unicast_sim("unicast3", ("a", "b"), seed=25)
+    send_many(sim, "a", "b", 3, "old")
+    settle(sim)
+    sim.request("b", LAYER, "sync", {"peer": "a"})  # A's stream goes on under its next generation
+    settle(sim)
+    conn = uni(sim, "a").send_entries["b"].conn_id
+    assert uni(sim, "b").recv_entries["a"].conn_id == conn
+    sim.partition_both("a", "b")
+    sim.inject("a", "b", UnicastData(1, first_conn_id((conn >> GEN_BITS) + 7), True, b"\0forged"))
+    sim.request("b", LAYER, "sync", {"peer": "a"})  # (lost in the partition)
+    older = conn & ~GEN_MASK | GEN_MASK  # a generation before both of A's, serially
+    sim.inject("a", "b", UnicastSyncOk(3, older))
+    sim.heal()
+    new = send_many(sim, "a", "b", 5, "new")
+    settle(sim)
+    assert [p for p in sim.delivered("b", "a") if p in new] == new
+    assert len(uni(sim, "a").send_entries["b"].window) == 0, "A's messages are acked and released"
 
 
 @pytest.mark.parametrize("variant", ["unicast3", "unicast2"])

@@ -14,11 +14,17 @@ Only an IPv6 packet without an IPv6 raw socket, or one beyond `MAX_COPIED_BYTES`
 kernel for a verdict when due (and while one does, verdicts go one by one: a batch would decide it too). A
 jammed peer's packets are copied and dropped from the queue too; they go out when the jam is lifted.
 
+What it holds is bounded whatever comes in: the engine lets at most each destination's `limit_pkts` wait and drops
+the rest (`queue_full`, netem's `limit`), so the heap holds at most the sum of the limits plus what fell due
+during one batch; copies take at most `MAX_COPIED_BYTES` (beyond, the kernel holds the packet, within the same
+limits and its queue's `MAX_QUEUE_LEN`); a jam holds at most its cap.
+
 One thread, one selector: the queue socket, a signal wake-up pipe and the heap's next due time. SIGHUP reloads
 the spec (held packets stay scheduled); SIGTERM/SIGINT releases every held and jammed packet at once and exits.
 It prints `ready <pid>` on stdout once bound, writes `<spec>.gen` with the generation it runs and
-`<spec>.stats` (counters, JSON; packets of its own not sent, by reason, in `extra_send_failed`; the queue's
-own counters in `queue`; `jam_lift`, what the jams lifted last did) at most once a second and when it ends.
+`<spec>.stats` (counters, JSON; packets dropped at a full link queue in `queue_full`; packets of its own not
+sent, by reason, in `extra_send_failed`; the queue's own counters in `queue`; `jam_lift`, what the jams lifted
+last did) at most once a second and when it ends.
 
 It stands in for a kernel qdisc, which releases packets from softirq context ahead of every process, so it asks
 for the lowest real-time priority (SCHED_FIFO 1): a busy machine then does not stretch its delays. Where that is

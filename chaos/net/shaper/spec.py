@@ -1,17 +1,20 @@
 """What one shaper process does, as data: its queue, mark and seed, the link faults toward each peer address,
-the jammed peer addresses (a jammed partition: held until the jam is lifted), and the message rules. Written by
-the controller as JSON next to the run, read by the shaper on start and on SIGHUP; `generation` grows with
-every change so the controller can see when a reload took effect."""
+the jammed peer addresses (a jammed partition: held until the jam is lifted), the message rules, and the run's
+key on the authenticated wire (what a message rule rewrites is signed again with it: `node.wire.reseal`). Written
+by the controller as JSON next to the run (owner only: it may hold the key), read by the shaper on start and on
+SIGHUP; `generation` grows with every change so the controller can see when a reload took effect."""
 from __future__ import annotations
 
 import hashlib
 import json
 import os
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from chaos.faults.grudge import Jam, LinkFault
 from chaos.faults.msgrules import MsgRule
+from node.auth import WireKey
 from node.errors import EnvironmentProblem
 
 QUEUE_NUM = 71  # queues are per network namespace, so one number serves every node
@@ -36,6 +39,12 @@ class ShaperSpec:
     rules: list[MsgRule] = field(default_factory=list)
     names: dict[str, str] = field(default_factory=dict)  # data IP -> node name
     jams: dict[str, Jam] = field(default_factory=dict)  # destination data IP -> how its held packets go at the heal
+    auth_key: str = ""  # the run's key in hex on the authenticated wire (chaos.cluster.authkey); "": the open wire
+
+    @cached_property
+    def key(self) -> WireKey | None:
+        """The run's key (None: the open wire), made once per spec."""
+        return WireKey.from_hex(self.auth_key, "the shaper spec's auth_key") if self.auth_key else None
 
     @property
     def destinations(self) -> list[str]:
@@ -63,6 +72,8 @@ class ShaperSpec:
         tmp = path.with_suffix(".tmp")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.unlink(missing_ok=True)
+            tmp.touch(mode=0o600)
             tmp.write_text(self.to_json())
             os.replace(tmp, path)
         except OSError as exc:
