@@ -33,11 +33,11 @@ images-all: host-deps venv
 ## (tests marked `long` run in `make bench` instead)
 test: images-all
 	@mkdir -p runs
-	$(BIN)/python -m pytest tests -ra -n 2 -m "not long" --junitxml=runs/junit.xml $(PYTEST_ARGS)
+	$(BIN)/pytest tests -ra -n 2 -m "not long" --junitxml=runs/junit.xml $(PYTEST_ARGS)
 
 ## unit tests only (no root, no Docker)
 unit: venv
-	$(BIN)/python -m pytest tests/unit -ra $(PYTEST_ARGS)
+	$(BIN)/pytest tests/unit -ra $(PYTEST_ARGS)
 
 demo: images
 	$(BIN)/splitlab demo
@@ -57,7 +57,7 @@ doctor: venv
 
 bench: images-all
 	$(BIN)/python -m bench
-	$(BIN)/python -m pytest tests -ra -m long
+	$(BIN)/pytest tests -ra -m long
 
 clean:
 	-[ -x $(BIN)/splitlab ] && $(BIN)/splitlab down --all

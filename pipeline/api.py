@@ -30,6 +30,7 @@ from pipeline.session import analysis_session, resolve_master, small_history, sp
 from pipeline.summary import Summary
 from pipeline.tables import Tables
 from pipeline.timeline import PlotData, bucket_seconds, duration_s, plot_data, timeline
+from pipeline.verdict import read_expectation, run_verdict
 
 StepReporter = Callable[[str], ContextManager[None]]
 SUMMARY_FILE = "summary.json"
@@ -132,6 +133,9 @@ def analyze(run_dir: Path | str, master: str | None = None, params: Mapping[str,
         if tables_written is not None:
             summary.outputs["report_html"] = f"{run.report_dir.name}/{REPORT_FILE}"
             summary.outputs["tables"] = tables_written
+        expectation = read_expectation(run.run_dir)
+        if expectation is not None:
+            summary.verdict = run_verdict(expectation, {n: (r.status, r.reason) for n, r in results.items()})
         summary.analysis["elapsed_s"] = time.monotonic() - started
         summary.write(report_dir / SUMMARY_FILE)
         if plotted is not None:

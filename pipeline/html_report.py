@@ -1,5 +1,9 @@
 """The self-contained HTML report: verdicts, the message sequence diagram (`pipeline.sequence_html`), counts,
-history problems and the plots embedded as base64 PNG."""
+history problems and the plots embedded as base64 PNG.
+
+The headline answers the question the run was made for: for a scenario run (`Summary.verdict`), whether every
+check answered what the scenario expected ("as expected" / "NOT as expected") and what that was, with the raw
+status of the checks below it; a run analysed on its own shows the plain status."""
 from __future__ import annotations
 
 import html
@@ -12,7 +16,8 @@ from pipeline import sequence_html
 from pipeline.sequence import Diagram
 from pipeline.summary import Summary
 
-_COLOURS = {"ok": "#2ca02c", "fail": "#d62728", "unknown": "#ff7f0e"}
+_COLOURS = {"ok": "#2ca02c", "fail": "#d62728", "unknown": "#ff7f0e", "as expected": "#2ca02c",
+            "NOT as expected": "#d62728"}
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; max-width: 1100px; }
 table { border-collapse: collapse; margin: 1em 0; }
@@ -26,6 +31,23 @@ code { background: #f2f2f2; padding: 1px 3px; }
 
 def _badge(status: str) -> str:
     return f'<span class="status" style="background:{_COLOURS.get(status, "#777")}">{html.escape(status)}</span>'
+
+
+def _headline(summary: Summary) -> str:
+    """The title with the verdict of a scenario run (what was expected, then the checks' raw status), or the plain
+    status of a run without a scenario."""
+    title = f"<h1>splitlab run <code>{html.escape(summary.run_id)}</code> "
+    verdict = summary.verdict
+    if verdict is None:
+        return title + f'<span id="headline">{_badge(summary.status)}</span></h1>'
+    held = "as expected" if verdict["held"] else "NOT as expected"
+    wanted = ", ".join(f"{o['check']} {o['expected']}" + ("" if o["held"] else f" (got {o['actual']})")
+                       for o in verdict["outcomes"])
+    expected = f"{html.escape(wanted)}" if verdict["expected"] else html.escape(verdict.get("note") or "")
+    return (title + f'<span id="headline">{_badge(held)}</span></h1>'
+            f'<p id="expectation">scenario <code>{html.escape(str(verdict["scenario"]))}</code>, variant '
+            f'<code>{html.escape(str(verdict["variant"]))}</code> expected: {expected}</p>'
+            f'<p id="raw-status">checks: {_badge(summary.status)}</p>')
 
 
 def _checks_table(summary: Summary) -> str:
@@ -63,7 +85,7 @@ def render(summary: Summary, plots: dict[str, str], diagram: Diagram | None = No
                      f"src=\"data:image/png;base64,{png}\">" for title, png in plots.items())
     return (f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>splitlab run "
             f"{html.escape(summary.run_id)}</title><style>{_STYLE}</style></head><body>"
-            f"<h1>splitlab run <code>{html.escape(summary.run_id)}</code> {_badge(summary.status)}</h1>"
+            f"{_headline(summary)}"
             f"<p>{html.escape(summary.run_dir)}</p>"
             f"<h2>Checks</h2>{_checks_table(summary)}"
             + (f"<h2>Message sequence</h2>{sequence_html.section(diagram)}" if diagram is not None else "") +

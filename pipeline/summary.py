@@ -51,6 +51,7 @@ class Summary:
     history: dict[str, Any]
     analysis: dict[str, Any] = field(default_factory=dict)
     outputs: dict[str, Any] = field(default_factory=dict)
+    verdict: dict[str, Any] | None = None  # against the scenario's expectations (pipeline.verdict), if a scenario
 
     @property
     def status(self) -> str:
@@ -82,6 +83,7 @@ class Summary:
             "history": self.history,
             "analysis": self.analysis,
             "outputs": self.outputs,
+            **({"verdict": self.verdict} if self.verdict is not None else {}),
         })
 
     @classmethod
@@ -92,7 +94,8 @@ class Summary:
         checks = {name: CheckResult(name=name, status=c["status"], reason=c["reason"], details=c["details"],
                                     params=c["params"]) for name, c in data["checks"].items()}
         return cls(run_id=data["run_id"], run_dir=data["run_dir"], checks=checks, counts=data["counts"],
-                   history=data["history"], analysis=data["analysis"], outputs=data["outputs"])
+                   history=data["history"], analysis=data["analysis"], outputs=data["outputs"],
+                   verdict=data.get("verdict"))
 
     def write(self, path: Path) -> None:
         """Write the summary as JSON; raises `HistoryError` if the file cannot be written."""

@@ -2,51 +2,21 @@
 
 A scenario's `expect` names pipeline checks (and the harness's own `workloads` check) with a status and
 optional check parameters. The parameters go to the analysis (`check_params`); the statuses are compared with
-the summary (`judge`). With no expectation for the variant, every check must pass (`ok`).
+the summary (`judge`, by `pipeline.verdict`, which also puts the verdict into the run's summary and report). With
+no expectation for the variant, every check must pass (`ok`).
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
 from pipeline.summary import Summary
+from pipeline.verdict import Outcome, Verdict, judge as judge_statuses
 
 WORKLOADS = "workloads"
 UNBLOCKED = "unblocked"
 HARNESS = {WORKLOADS: "after the final heal and the settling time, every workload of the timeline handed all its "
                       "messages to the protocol",
            UNBLOCKED: "at the end of the timeline (before the final heal), no workload waits on a full send window"}
-
-
-@dataclass
-class Outcome:
-    """One expectation against what the run gave."""
-
-    check: str
-    expected: str
-    actual: str
-    reason: str
-
-    @property
-    def held(self) -> bool:
-        return self.expected == self.actual
-
-
-@dataclass
-class Verdict:
-    """The run's verdict: whether every expectation held, and each outcome."""
-
-    held: bool
-    outcomes: list[Outcome] = field(default_factory=list)
-    note: str = ""
-
-    @property
-    def exit_code(self) -> int:
-        return 0 if self.held else 1
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"held": self.held, "note": self.note,
-                "outcomes": [{**asdict(o), "held": o.held} for o in self.outcomes]}
 
 
 def check_params(expectations: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -118,14 +88,13 @@ def judge(expectations: Mapping[str, Mapping[str, Any]], summary: Summary | None
     actual: dict[str, tuple[str, str]] = {name: (status, reason) for name, (status, reason, _) in harness.items()}
     if summary is not None:
         actual.update({name: (r.status, r.reason) for name, r in summary.checks.items()})
-    if not expectations:
-        wanted = {name: "ok" for name in actual}
-        note = "no expectations for this variant: every check must pass"
-    else:
-        wanted = {name: item["status"] for name, item in expectations.items()}
-        note = ""
-    outcomes = []
-    for name, status in wanted.items():
-        got, reason = actual.get(name, ("unknown", "the analysis did not run" if summary is None else "no result"))
-        outcomes.append(Outcome(name, status, got, reason))
-    return Verdict(all(o.held for o in outcomes), outcomes, note)
+    return judge_statuses(expected_statuses(expectations), actual, analysed=summary is not None)
+
+
+def expected_statuses(expectations: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    """{check: the status it must answer} of a scenario's expectations."""
+    return {name: item["status"] for name, item in expectations.items()}
+
+
+__all__ = ["HARNESS", "Outcome", "UNBLOCKED", "Verdict", "WORKLOADS", "check_params", "expected_statuses",
+           "judge", "unblocked_check", "workloads_check"]

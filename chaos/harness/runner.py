@@ -31,7 +31,8 @@ from rich.markup import escape
 from chaos.cluster import lifecycle as clusters
 from chaos.harness import actions
 from chaos.harness.errors import Problem, ScenarioError, StepError
-from chaos.harness.expect import UNBLOCKED, WORKLOADS, Verdict, check_params, judge, unblocked_check, workloads_check
+from chaos.harness.expect import (UNBLOCKED, WORKLOADS, Verdict, check_params, expected_statuses, judge, unblocked_check,
+                                  workloads_check)
 from chaos.harness.load import Loaded
 from chaos.harness.progress import Progress
 from chaos.harness.schedule import Schedule
@@ -42,6 +43,7 @@ from chaos.hosts import multi
 from chaos.hosts.remote import closing, run_hosts
 from chaos.net.base import Clock, Net
 from node.errors import EnvironmentProblem, UsageError
+from pipeline.verdict import write_expectation
 
 Hosts = tuple[Inventory, str | None] | None  # a multi-host run: the inventory and the placement
 
@@ -250,7 +252,7 @@ def _docker_net(loaded: Loaded, run_id: str, runs_dir: Path, seed: int, progress
         probed = pool.submit(backends.capabilities) if inventory is None else None
         cluster = clusters.up(loaded.scenario.cluster.nodes, node_env=loaded.node_env(), runs_dir=runs_dir,
                               run_id=run_id, log=progress.log, inventory=inventory, placement=placement,
-                              kind=loaded.kind)
+                              kind=loaded.kind, auth=loaded.auth)
         if probed is not None:
             probed.result()
     net = None
@@ -279,7 +281,8 @@ def _sim_net(loaded: Loaded, run_id: str, runs_dir: Path, seed: int, progress: P
 
     if hosts is not None:
         raise UsageError("the simulator runs on no host: --inventory is for runs on containers")
-    net = SimNet(loaded.scenario.node_names, loaded.node_env(), run_id, runs_dir / run_id, seed, time.time())
+    net = SimNet(loaded.scenario.node_names, loaded.node_env(), run_id, runs_dir / run_id, seed, time.time(),
+                 auth=loaded.auth)
     try:
         yield net
     finally:
@@ -363,6 +366,9 @@ def finish(loaded: Loaded, run_dir: Path, run_id: str, seed: int, schedule: Sche
     summary = None
     if analyze:
         from pipeline.api import analyze as analyse_run
+
+        write_expectation(run_dir, loaded.scenario.name, loaded.variant, expected_statuses(expectations),
+                          {name: (status, reason) for name, (status, reason, _) in harness.items()})
 
         summary = analyse_run(run_dir, params=check_params(expectations), spark=spark, report=report,
                               steps=progress.analysis_step)

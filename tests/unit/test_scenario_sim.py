@@ -31,6 +31,12 @@ def test_jgrp1873_in_the_simulator_unicast2_endless_unicast3_clean(tmp_path: Pat
     assert fixed.verdict.held, ([o for o in fixed.verdict.outcomes if not o.held], how)
     assert legacy.status("endless_retransmission") == "fail" and fixed.status("endless_retransmission") == "ok"
     assert legacy.schedule.backend == "sim" and (legacy.run_dir / "schedule.json").exists()
+    # the analysis judged each run against its variant's expectations: the summary carries the same verdict
+    for result in (legacy, fixed):
+        verdict = json.loads(result.summary_json.read_text())["verdict"]
+        assert (verdict["variant"], verdict["held"]) == (result.variant, True)
+        assert {o["check"]: o["actual"] for o in verdict["outcomes"]} == {
+            o.check: o.actual for o in result.verdict.outcomes}
 
 
 def test_same_seed_same_history(tmp_path: Path) -> None:

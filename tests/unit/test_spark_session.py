@@ -7,7 +7,7 @@ from py4j.java_gateway import JVMView
 from pyspark.sql import functions as F
 
 from pipeline.session import CODEGEN_CACHE_ENTRIES, HUGE_METHOD_BYTES
-from tests.unit.pipeline_fixtures import shared_spark
+from pipeline_fixtures import shared_spark
 
 
 def test_function_calls_do_not_ask_the_gateway_to_resolve_a_name(monkeypatch: pytest.MonkeyPatch) -> None:
