@@ -3,7 +3,8 @@
 # debootstrap (base image), iptables and iproute2 (faults), util-linux (nsenter/unshare),
 # a Java runtime for Spark and a JDK for the JGroups image's trace protocol, python3-venv; qemu-system-x86, busybox-static, kmod and cpio for the netem VM test (tests/netem_vm: Debian's
 # kernel with sch_netem, booted in qemu); tcpdump, the
-# outside reader of the pcap files that `splitlab capture` writes (tests/unit/test_chaos_capture.py); chromium,
+# outside reader of the pcap files that `splitlab capture` writes (tests/unit/test_chaos_capture.py); tshark, which
+# decodes them with the generated dissector (tests/unit/test_wireshark.py); chromium,
 # the headless browser that renders the report's message sequence diagram (tests/unit/test_sequence_browser.py).
 set -euo pipefail
 need=()
@@ -23,6 +24,7 @@ have_pkg busybox-static || need+=(busybox-static)  # the initramfs needs the sta
 have_pkg kmod || need+=(kmod)  # depmod/modprobe resolve the guest's module load order
 have_cmd cpio || need+=(cpio)
 have_cmd tcpdump || need+=(tcpdump)  # the capture test: tcpdump reads our pcap files and we read its
+have_cmd tshark || need+=(tshark)  # the dissector test: tshark decodes captures with `splitlab wireshark lua`
 have_cmd chromium || need+=(chromium)  # the report test: headless Chromium runs the diagram's script
 if ! have_cmd docker-compose && ! docker compose version >/dev/null 2>&1; then need+=(docker-compose); fi
 if [ ${#need[@]} -eq 0 ]; then

@@ -30,7 +30,10 @@ New messages subclass `Message`, set `TYPE`, `FORMAT` (a struct format of fixed 
 `FIELDS`, and are registered with `@register`, which compiles the `FORMAT` once (`_STRUCT`) and the getter of the
 fixed fields (`_VALUES`, field order): encoding a fixed-size message is one `Struct.pack` of the fields (not
 `dataclasses.astuple`, which copies recursively: ~10x slower), decoding one `Struct.unpack`. A message with a
-variable tail (a payload or a list) overrides `encode_body` / `decode_body` and uses `_STRUCT` for its fixed head.
+variable tail (a payload or a list) overrides `encode_body` / `decode_body`, uses `_STRUCT` for its fixed head,
+and declares its whole body in `LAYOUT` (`body_layout`). The layouts are what tools outside the codec read the
+wire by: the fuzz generator (chaos.fuzz.gen) and the Wireshark dissector (chaos.wire.wireshark); the tests hold
+every layout to the codec's own decoding.
 """
 from __future__ import annotations
 
@@ -60,6 +63,7 @@ _COUNT = struct.Struct("!H")
 _MSG_HEAD = struct.Struct("!BH")  # type, body_len
 
 _REGISTRY: dict[int, type["Message"]] = {}
+Layout = tuple[tuple[str, str], ...]  # a message body as (kind, field) in order
 
 
 def cluster_id_of(run_id: str) -> int:
@@ -74,6 +78,7 @@ class Message:
 
     TYPE: ClassVar[int]
     FORMAT: ClassVar[str] = ""
+    LAYOUT: ClassVar[Layout] = ()  # the body as (kind, field), for dissectors: see below
     _STRUCT: ClassVar[struct.Struct] = struct.Struct("!")  # "!" + FORMAT, compiled by `register`
     _VALUES: ClassVar[Callable[[Any], tuple]]  # message -> its fields' values, in field order (by `register`)
 
@@ -279,6 +284,25 @@ def field_names(cls: type[Message]) -> list[str]:
     return [f.name for f in fields(cls)]
 
 
+_FIXED_KINDS = {"B": "u8", "H": "u16", "I": "u32", "Q": "u64"}
+LAYOUT_KINDS = ("u8", "u16", "u32", "u64", "bool", "payload", "seqnos", "name_list", "names")
+
+
+def body_layout(cls: type[Message]) -> Layout:
+    """The body of `cls` as (kind, field) in wire order: its declared `LAYOUT`, else its fixed `FORMAT`'s fields.
+    Kinds: u8/u16/u32/u64 (unsigned, network order), bool (a byte 0 or 1), payload (a u32 length, then bytes),
+    seqnos (a u16 count, then a u64 each), name_list (a name list whose count is the number of space-separated
+    fields it fills, one name each), names (a name list into one field); a name list is a u8 count and, per name,
+    a u8 length and utf-8 bytes. Raises `ValueError` for a class neither describes."""
+    if cls.LAYOUT:
+        return cls.LAYOUT
+    names = field_names(cls)
+    if len(cls.FORMAT) != len(names) or any(c not in _FIXED_KINDS for c in cls.FORMAT):
+        raise ValueError(f"{cls.__name__}: FORMAT {cls.FORMAT!r} does not describe its fields {names}: declare a "
+                         f"LAYOUT")
+    return tuple((_FIXED_KINDS[c], name) for c, name in zip(cls.FORMAT, names))
+
+
 # --- liveness and the ping workload (1-15) --------------------------------------------------------------------
 @register
 @value
@@ -337,6 +361,7 @@ class UnicastData(Message):
 
     TYPE: ClassVar[int] = 16
     FORMAT: ClassVar[str] = "QIBI"
+    LAYOUT: ClassVar[Layout] = (("u64", "seqno"), ("u32", "conn_id"), ("bool", "first"), ("payload", "payload"))
     seqno: int
     conn_id: int
     first: bool
@@ -395,6 +420,7 @@ class UnicastXmitReq(Message):
 
     TYPE: ClassVar[int] = 19
     FORMAT: ClassVar[str] = "IH"
+    LAYOUT: ClassVar[Layout] = (("u32", "conn_id"), ("seqnos", "seqnos"))
     MAX_SEQNOS: ClassVar[int] = 8000  # keeps the body (and a one-message datagram) under the size limits
     conn_id: int
     seqnos: tuple[int, ...]
@@ -520,6 +546,7 @@ class ViewMsg(Message):
 
     TYPE: ClassVar[int] = 4
     FORMAT: ClassVar[str] = "QB"
+    LAYOUT: ClassVar[Layout] = (("u64", "n"), ("bool", "merge"), ("name_list", "coord"), ("names", "members"))
     coord: str
     n: int
     merge: bool
@@ -547,6 +574,7 @@ class ViewAck(Message):
 
     TYPE: ClassVar[int] = 5
     FORMAT: ClassVar[str] = "Q"
+    LAYOUT: ClassVar[Layout] = (("u64", "n"), ("name_list", "coord"))
     coord: str
     n: int
 
@@ -574,6 +602,7 @@ class ViewInfo(Message):
 
     TYPE: ClassVar[int] = 6
     FORMAT: ClassVar[str] = "Q"
+    LAYOUT: ClassVar[Layout] = (("u64", "n"), ("name_list", "coord acting"), ("names", "members"))
     coord: str
     n: int
     acting: str
@@ -612,6 +641,7 @@ class Nakack4Msg(Message):
 
     TYPE: ClassVar[int] = 48
     FORMAT: ClassVar[str] = "QI"
+    LAYOUT: ClassVar[Layout] = (("u64", "seqno"), ("payload", "payload"))
     seqno: int
     payload: bytes
 
@@ -631,6 +661,7 @@ class Nakack4XmitReq(Message):
 
     TYPE: ClassVar[int] = 49
     FORMAT: ClassVar[str] = ""
+    LAYOUT: ClassVar[Layout] = (("name_list", "sender"), ("seqnos", "seqnos"))
     MAX_SEQNOS: ClassVar[int] = 8000
     sender: str
     seqnos: tuple[int, ...]

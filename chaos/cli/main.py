@@ -1,5 +1,5 @@
 """The `splitlab` command: one argparse tree for every verb, each room's verbs added by its module under
-chaos/cli/ (cluster, faults, scenarios, analysis, fuzz, live), and the one place where errors become exit codes.
+chaos/cli/ (cluster, faults, scenarios, analysis, fuzz, live, wireshark), and the one place where errors become exit codes.
 
 Exit codes: 0 success, 1 the environment or a check failed, 2 bad usage. Errors are one line (plus a hint).
 """
@@ -9,11 +9,11 @@ import argparse
 import sys
 from typing import Sequence
 
-from chaos.cli import analysis, cluster, faults, fuzz, hosts, live, node, scenarios, spark
+from chaos.cli import analysis, cluster, faults, fuzz, hosts, live, node, scenarios, spark, wireshark
 from chaos.cli.verbs import Parser
 from node.errors import SplitlabError, report_error
 
-ROOMS = (cluster, node, hosts, faults, scenarios, analysis, spark, fuzz, live)
+ROOMS = (cluster, node, hosts, faults, scenarios, analysis, spark, fuzz, live, wireshark)
 
 
 def build_parser() -> Parser:

@@ -1,10 +1,10 @@
 """The datagram generator of `splitlab fuzz`: pure, seeded, no IO. One `random.Random(seed)` drives every choice,
 so a seed, a count and a `Context` give the same datagrams again (and the first k of N are those of k).
 
-Messages are described by the codec's own registry (`node.wire.message_types()`): a fixed message's layout is
-its `FORMAT` with its field names; a message with a variable tail (a payload, names, seqnos) has its layout
-written out in `TAILS` below, and the unit tests check every layout against node.wire on the same bytes. The
-bytes themselves are built here, not by node.wire's encoder, so lengths and counts can be wrong on purpose.
+Messages are described by the codec's own registry (`node.wire.message_types()`) and layouts
+(`node.wire.body_layout`: a fixed message's `FORMAT` with its field names, a variable one's declared `LAYOUT`),
+which the unit tests hold to node.wire's decoding. The bytes themselves are built here, not by node.wire's
+encoder, so lengths and counts can be wrong on purpose.
 
 Each `Case` is one datagram with one mutation class:
 
@@ -47,7 +47,7 @@ MUTATION_WEIGHTS = {"valid": 3, "boundary": 3, "window_edge": 3, "conn_id": 2, "
 MALFORMED = frozenset({"unknown_type", "truncated", "bad_count"})
 SPOOF_PCT = 30           # default share of datagrams sent from another member's namespace
 SEQNO_FIELDS = frozenset({"seqno", "low", "next_seqno", "low_seqno", "n", "seqnos"})
-UINT_BYTES = {"B": 1, "H": 2, "I": 4, "Q": 8}
+_UINT_KINDS = {"u8": 1, "u16": 2, "u32": 4, "u64": 8}
 MAX_UDP_PAYLOAD_BYTES = wire.MAX_DATAGRAM_BYTES
 _HEAD = struct.Struct("!2sBIQB")  # magic, version, cluster_id, incarnation, sender_len (node/wire.py's header)
 
@@ -68,17 +68,6 @@ def _u(name: str, width: int) -> Field:
     return Field(name, "uint", width)
 
 
-# Layouts of the messages whose body is not just their FORMAT (wire order, which is not always field order).
-TAILS: dict[str, tuple[Field, ...]] = {
-    "UnicastData": (_u("seqno", 8), _u("conn_id", 4), Field("first", "flag"), Field("payload", "payload", 4)),
-    "UnicastXmitReq": (_u("conn_id", 4), Field("seqnos", "seqnos", 2)),
-    "ViewMsg": (_u("n", 8), Field("merge", "flag"), Field("coord", "names", 1, 1), Field("members", "names", 1)),
-    "ViewAck": (_u("n", 8), Field("coord", "names", 1, 1)),
-    "ViewInfo": (_u("n", 8), Field("heads", "names", 1, 2), Field("members", "names", 1)),
-    "Nakack4Msg": (_u("seqno", 8), Field("payload", "payload", 4)),
-    "Nakack4XmitReq": (Field("sender", "names", 1, 1), Field("seqnos", "seqnos", 2)),
-}
-
 # Whose window a message's numbers refer to, seen from the target: the claimed sender's unicast stream to the
 # target (ucast_rx), the target's stream to the sender (ucast_tx), the same for multicast, or the view.
 ROLES = {"UnicastData": "ucast_rx", "UnicastSyncOk": "ucast_rx", "UnicastClose": "ucast_rx",
@@ -89,28 +78,29 @@ ROLES = {"UnicastData": "ucast_rx", "UnicastSyncOk": "ucast_rx", "UnicastClose":
          "BcastStateReq": "mcast_tx", "ViewMsg": "view", "ViewAck": "view", "ViewInfo": "view"}
 
 
-def layout_of(cls: type[wire.Message]) -> tuple[Field, ...] | None:
-    """The wire layout of a message class: its FORMAT for a fixed body, `TAILS` (also of a base class) for a
-    variable one; None when neither describes it."""
-    if cls.encode_body is wire.Message.encode_body:
-        names = wire.field_names(cls)
-        if len(names) == len(cls.FORMAT) and set(cls.FORMAT) <= set(UINT_BYTES):
-            return tuple(_u(name, UINT_BYTES[ch]) for ch, name in zip(cls.FORMAT, names))
-        return None
-    for base in cls.__mro__:
-        if base.__name__ in TAILS:
-            return TAILS[base.__name__]
-    return None
+def layout_of(cls: type[wire.Message]) -> tuple[Field, ...]:
+    """The wire layout of a message class, from the codec's own (`node.wire.body_layout`); a name list that fills
+    several fields is one `names` field named after them (`coord_acting`)."""
+    out = []
+    for kind, name in wire.body_layout(cls):
+        if kind in _UINT_KINDS:
+            out.append(_u(name, _UINT_KINDS[kind]))
+        elif kind == "bool":
+            out.append(Field(name, "flag"))
+        elif kind == "payload":
+            out.append(Field(name, "payload", 4))
+        elif kind == "seqnos":
+            out.append(Field(name, "seqnos", 2))
+        elif kind == "name_list":
+            out.append(Field(name.replace(" ", "_"), "names", 1, len(name.split())))
+        else:  # names
+            out.append(Field(name, "names", 1))
+    return tuple(out)
 
 
 def layouts() -> dict[int, tuple[Field, ...]]:
-    """Every registered type code with a known layout."""
-    out = {}
-    for code, cls in sorted(wire.message_types().items()):
-        layout = layout_of(cls)
-        if layout is not None:
-            out[code] = layout
-    return out
+    """Every registered type code with its layout."""
+    return {code: layout_of(cls) for code, cls in sorted(wire.message_types().items())}
 
 
 # --- the target's windows (parsed from its /state) ---------------------------------------------------------------

@@ -50,7 +50,7 @@ def test_the_tree_holds_every_verb_and_no_second_heal(capsys):
     top = {path[0] for path in VERBS}
     assert top == {"images", "up", "down", "ps", "doctor", "compose-template", "chaos", "heal", "run", "replay",
                    "sim", "torture", "shrink", "demo", "analyze", "fuzz", "spark", "spark-cluster", "bed", "metrics",
-                   "top", "node"}
+                   "top", "node", "wireshark"}
     assert [p for p in VERBS if "heal" in p] == [("heal",)]  # `splitlab chaos heal` is `unpartition` now
     assert ("chaos", "unpartition") in VERBS
 
