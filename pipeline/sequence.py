@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     from pipeline.tables import FaultPeriod
 
 DEFAULT_MAX_ARROWS = 150
+FOLD_MIN = 8   # a loop: more drawn arrows than this of one message type from one node to another ...
+FOLD_KEEP = 3  # ... is folded into one row after its first FOLD_KEEP (findings' arrows always stay drawn)
 DEFAULT_BEFORE_S = 1.0  # a default window opens this long before its anchor ...
 DEFAULT_AFTER_S = 4.0  # ... and closes this long after it
 MATCH_MARGIN_S = 10.0  # events read beyond each edge of the window, so arrows across its edges match
@@ -415,6 +417,37 @@ def _natural(name: str) -> tuple:
 
 # --- the diagram --------------------------------------------------------------------------------------------------
 @dataclass
+class Fold:
+    """A loop's arrows drawn as one row until unfolded: `label` says how many, of what, between whom."""
+
+    id: int
+    msg: str
+    src: str
+    dst: str
+    arrows: list[int]
+    at_ts: float
+    label: str
+
+
+def fold_loops(arrows: Sequence[Arrow]) -> list[Fold]:
+    """The loops of `arrows` (in time order): per (message type, sender, receiver) with more than FOLD_MIN arrows,
+    the arrows after its first FOLD_KEEP that belong to no finding, as one fold (at least two of them)."""
+    groups: dict[tuple[str, str, str], list[Arrow]] = {}
+    for a in arrows:
+        groups.setdefault((a.msg, a.src, a.dst), []).append(a)
+    folds: list[Fold] = []
+    for (msg, src, dst), group in groups.items():
+        folded = [a for a in group[FOLD_KEEP:] if not a.findings] if len(group) > FOLD_MIN else []
+        if len(folded) < 2:
+            continue
+        seqnos = sorted({s for a in folded for s in ([a.seqno] if a.seqno is not None else a.seqnos or [])})
+        span = "" if not seqnos else f" [{seqnos[0]}]" if len(seqnos) == 1 else f" [{seqnos[0]}..{seqnos[-1]}]"
+        folds.append(Fold(len(folds), msg, src, dst, [a.id for a in folded], folded[0].at_ts,
+                          f"... {len(folded)} more {msg} {src}->{dst}{span}"))
+    return folds
+
+
+@dataclass
 class Diagram:
     """What the report draws: lanes, the kept arrows in time order, faults and heals inside their span, findings
     with their arrows, and what was left out."""
@@ -431,6 +464,7 @@ class Diagram:
     held_ms: float
     not_read: int = 0
     capture: str | None = None
+    folds: list[Fold] = field(default_factory=list)
 
     @property
     def left_out(self) -> int:
@@ -463,6 +497,9 @@ class Diagram:
                         "end_s": rel(min(f.end_ts, end)), "instant": f.instant, "detail": f.detail}
                        for f in self.faults],
             "heals_s": [rel(t) for t in self.heals_ts],
+            "folds": [{"id": f.id, "label": f.label, "src": f.src, "dst": f.dst, "arrows": f.arrows,
+                       "at_s": rel(f.at_ts)} for f in self.folds],
+            "folded": sum(len(f.arrows) for f in self.folds),
             "findings": [{"kind": f.kind, "text": f.text, "at_s": rel(f.at_ts), "arrows": ids}
                          for f, ids in zip(self.findings, self.finding_arrows)],
             "messages_in_window": self.messages_in_window, "drawn": len(self.arrows), "left_out": self.left_out,
@@ -495,7 +532,8 @@ def build(events: Iterable[Mapping[str, Any]], window: Window, *, nodes: Sequenc
     diagram = Diagram(t0_ts=t0_ts, window=window, lanes=lanes, arrows=kept, faults=[], heals_ts=[],
                       findings=list(findings), finding_arrows=[[a.id for a in kept if i in a.findings]
                                                                for i in range(len(findings))],
-                      messages_in_window=len(inside), held_ms=held_ms, not_read=not_read, capture=capture)
+                      messages_in_window=len(inside), held_ms=held_ms, not_read=not_read, capture=capture,
+                      folds=fold_loops(kept))
     start, end = diagram.span_ts
     diagram.faults = [f for f in faults if f.start_ts <= end and f.end_ts >= start]
     diagram.heals_ts = [t for t in heals_ts if start <= t <= end]

@@ -4,7 +4,11 @@ The diagram's data (`pipeline.sequence.Diagram.to_dict`) is embedded as JSON; a 
 an inline SVG: one vertical lane per node, one arrow (`<g class="seq-arrow ...">`) per message, each end of
 each arrow on a row of its own in time order (so a burst with one timestamp stays readable; the left margin
 gives the times), fault periods shaded across the lanes, heals as dashed lines, lost messages ending in a cross
-halfway, findings drawn thick over a yellow glow. Nothing is fetched: no network, no library. The note above it
+halfway, findings drawn thick over a yellow glow. An arrow's label sits on the row of its first end, beside it:
+one label per row, so no two overlap however dense the arrows. A loop (many messages of one type between one
+pair: `Diagram.folds`) is folded after its first few into one row ("... 87 more UnicastData n1->n2 [2..19]"); a
+click on it draws them (`#unfold` in the URL draws every fold). Each label's laid-out box is kept in its
+`data-box` attribute. Nothing is fetched: no network, no library. The note above it
 (written here, readable without the script) says the window, how many messages were drawn and left out.
 """
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 import html
 import json
 
-from pipeline.sequence import Diagram
+from pipeline.sequence import FOLD_KEEP, Diagram
 
 MARKS = {"lost": "no reception recorded", "duplicate": "a second arrival of one transmission",
          "held": "held or delayed in transit", "resend": "a retransmission",
@@ -48,6 +52,9 @@ STYLE = """
 .seq-finding line.seq-shaft { stroke-width: 2.6; }
 .seq-finding text { font-weight: bold; }
 .seq-legend span { display: inline-block; margin-right: 1.2em; font-size: 13px; }
+.seq-fold { cursor: pointer; }
+.seq-fold text { fill: #555; font-style: italic; text-decoration: underline dotted; }
+.seq-fold-line { stroke: #999; stroke-dasharray: 1 4; stroke-width: 2; }
 """
 
 SCRIPT = """
@@ -56,13 +63,15 @@ SCRIPT = """
   var NS = "http://www.w3.org/2000/svg";
   var data = JSON.parse(document.getElementById("seq-data").textContent);
   var svg = document.getElementById("seq-svg");
-  var ROW = 16, LANE = 260, LEFT = 120, TOP = 40, BOTTOM = 24, LOST_PART = 0.55;
+  var ROW = 16, LANE = 260, LEFT = 120, TOP = 40, BOTTOM = 24, LOST_PART = 0.55, GAP = 8;
   var FAULT_COLOURS = {partition: "#d62728", kill: "#7f7f7f", pause: "#8c564b", slow: "#ff7f0e",
                        flaky: "#bcbd22", shape: "#e377c2", msg_fault: "#9467bd", inject: "#17becf",
                        restart: "#393b79"};
   var FAMILIES = {UnicastAck: "ack", Nakack4Ack: "ack", UnicastStable: "ack", UnicastXmitReq: "xmit",
                   Nakack4XmitReq: "xmit", UnicastSync: "sync", UnicastSyncOk: "sync", UnicastSyncAck: "sync",
                   SendFirstSeqno: "sync", BcastState: "state"};
+  var unfolded = {};
+  if (window.location.hash === "#unfold") { data.folds.forEach(function (f) { unfolded[f.id] = true; }); }
   function el(tag, attrs, parent, text) {
     var node = document.createElementNS(NS, tag);
     Object.keys(attrs).forEach(function (k) { node.setAttribute(k, attrs[k]); });
@@ -70,96 +79,124 @@ SCRIPT = """
     (parent || svg).appendChild(node);
     return node;
   }
-  var x = {};
-  data.lanes.forEach(function (name, i) { x[name] = LEFT + i * LANE; });
-  // every end of every arrow on a row of its own, in time order (ties: by arrow, its send before its arrival)
-  var ends = [];
-  data.arrows.forEach(function (a) {
-    if (a.send_s !== null) { ends.push({t: a.send_s, id: a.id, phase: 0}); }
-    if (a.recv_s !== null) { ends.push({t: a.recv_s, id: a.id, phase: 1}); }
-  });
-  ends.sort(function (p, q) { return p.t - q.t || p.id - q.id || p.phase - q.phase; });
-  var rowOf = {};
-  ends.forEach(function (e, i) { rowOf[e.id + "/" + e.phase] = i; });
-  function yRow(row) { return TOP + ROW * (row + 1); }
-  function yAt(t) {  // between the last end before t and the first at or after it
-    var lo = 0, hi = ends.length;
-    while (lo < hi) { var mid = (lo + hi) >> 1; if (ends[mid].t < t) { lo = mid + 1; } else { hi = mid; } }
-    return TOP + ROW * (lo + 0.5);
+  function draw() {
+    while (svg.firstChild) { svg.removeChild(svg.firstChild); }
+    var hidden = {}, folds = data.folds.filter(function (f) { return !unfolded[f.id]; });
+    folds.forEach(function (f) { f.arrows.forEach(function (id) { hidden[id] = true; }); });
+    var arrows = data.arrows.filter(function (a) { return !hidden[a.id]; });
+    var x = {};
+    data.lanes.forEach(function (name, i) { x[name] = LEFT + i * LANE; });
+    // every end of every drawn arrow, and every folded loop, on a row of its own in time order (ties: by arrow,
+    // its send before its arrival); an arrow's label goes on the row of its first end, so no two labels share one
+    var ends = [];
+    arrows.forEach(function (a) {
+      if (a.send_s !== null) { ends.push({t: a.send_s, id: a.id, phase: 0}); }
+      if (a.recv_s !== null) { ends.push({t: a.recv_s, id: a.id, phase: 1}); }
+    });
+    folds.forEach(function (f) { ends.push({t: f.at_s, id: "f" + f.id, phase: 0}); });
+    ends.sort(function (p, q) {
+      return p.t - q.t || String(p.id).localeCompare(String(q.id), "en", {numeric: true}) || p.phase - q.phase;
+    });
+    var rowOf = {};
+    ends.forEach(function (e, i) { rowOf[e.id + "/" + e.phase] = i; });
+    function yRow(row) { return TOP + ROW * (row + 1); }
+    function yAt(t) {  // between the last end before t and the first at or after it
+      var lo = 0, hi = ends.length;
+      while (lo < hi) { var mid = (lo + hi) >> 1; if (ends[mid].t < t) { lo = mid + 1; } else { hi = mid; } }
+      return TOP + ROW * (lo + 0.5);
+    }
+    var width = LEFT + LANE * Math.max(data.lanes.length - 1, 1) + 320;
+    var height = yRow(ends.length + 1) + BOTTOM;
+    svg.setAttribute("width", width);
+    svg.setAttribute("height", height);
+    svg.setAttribute("viewBox", "0 0 " + width + " " + height);
+    var defs = el("defs", {});
+    [["plain", "#444"], ["finding", "#b8860b"]].forEach(function (head) {
+      var marker = el("marker", {id: "seq-head-" + head[0], viewBox: "0 0 10 10", refX: 10, refY: 5,
+                                 markerWidth: 8, markerHeight: 8, markerUnits: "userSpaceOnUse",
+                                 orient: "auto"}, defs);
+      el("path", {d: "M0,0 L10,5 L0,10 z", fill: head[1]}, marker);
+    });
+    var right = width - 300, labelled = {};
+    function sideLabel(y, text) {  // labels of faults starting on one row stacked below each other
+      var shift = labelled[y] || 0;
+      labelled[y] = shift + 12;
+      el("text", {"class": "seq-fault-label", x: right + 4, y: y + 11 + shift}, undefined, text);
+    }
+    data.faults.forEach(function (f) {
+      var top = yAt(f.start_s), title = f.label + " " + JSON.stringify(f.detail);
+      if (f.instant) {
+        el("title", {}, el("line", {"class": "seq-fault-line", x1: LEFT - 20, x2: right, y1: top, y2: top,
+                                    stroke: FAULT_COLOURS[f.kind] || "#aaa", "stroke-dasharray": "2 3"}), title);
+      } else {
+        var bottom = Math.max(yAt(f.end_s), top + 4);
+        el("title", {}, el("rect", {"class": "seq-fault seq-fault-" + f.kind, x: LEFT - 20, y: top,
+                                    width: right - LEFT + 20, height: bottom - top,
+                                    fill: FAULT_COLOURS[f.kind] || "#aaa"}), title);
+      }
+      sideLabel(top, f.label);
+    });
+    data.heals_s.forEach(function (t) {
+      el("line", {"class": "seq-heal", x1: LEFT - 20, x2: right, y1: yAt(t), y2: yAt(t)});
+      sideLabel(yAt(t) - 7, "heal");
+    });
+    data.lanes.forEach(function (name) {
+      el("line", {"class": "seq-lane", x1: x[name], x2: x[name], y1: TOP, y2: height - BOTTOM});
+      el("text", {"class": "seq-lane-name", x: x[name], y: TOP - 12}, undefined, name);
+    });
+    var lastLabel = -10, lastTime = null;
+    ends.forEach(function (e, i) {
+      if (i - lastLabel >= 2 && (lastTime === null || Math.abs(e.t - lastTime) >= 0.0005)) {
+        el("text", {"class": "seq-time", x: 4, y: yRow(i) + 4}, undefined, e.t.toFixed(3) + " s");
+        lastLabel = i;
+        lastTime = e.t;
+      }
+    });
+    folds.forEach(function (f) {
+      var row = rowOf["f" + f.id + "/0"], x1 = x[f.src], x2 = x[f.dst];
+      var g = el("g", {"class": "seq-fold", "data-fold": f.id, role: "button", tabindex: 0});
+      el("line", {"class": "seq-fold-line", x1: x1, y1: yRow(row), x2: x2, y2: yRow(row)}, g);
+      el("text", {x: Math.min(x1, x2) + GAP, y: yRow(row) - 3}, g, f.label + " (click to unfold)");
+      el("title", {}, g, "unfold: draw these " + f.arrows.length + " arrows");
+      g.addEventListener("click", function () { unfolded[f.id] = true; draw(); });
+    });
+    arrows.forEach(function (a) {
+      var marks = a.marks.map(function (m) { return " seq-" + m; }).join("");
+      var g = el("g", {"class": "seq-arrow seq-fam-" + (FAMILIES[a.msg] || "data") + marks, "data-id": a.id,
+                       "data-msg": a.msg, "data-src": a.src, "data-dst": a.dst});
+      var x1 = x[a.src], x2 = x[a.dst], y1, y2;
+      if (a.recv_s !== null) { y2 = yRow(rowOf[a.id + "/1"]); }
+      y1 = a.send_s !== null ? yRow(rowOf[a.id + "/0"]) : y2;
+      var lost = a.recv_s === null;
+      if (lost) { x2 = x1 + (x2 - x1) * LOST_PART; y2 = y1 + ROW * 0.8; }
+      var finding = a.findings.length > 0;
+      if (finding) { el("line", {"class": "seq-glow", x1: x1, y1: y1, x2: x2, y2: y2}, g); }
+      var shaft = {"class": "seq-shaft", x1: x1, y1: y1, x2: x2, y2: y2};
+      if (!lost) { shaft["marker-end"] = "url(#seq-head-" + (finding ? "finding" : "plain") + ")"; }
+      el("line", shaft, g);
+      if (lost) {
+        el("line", {"class": "seq-cross", x1: x2 - 4, y1: y2 - 4, x2: x2 + 4, y2: y2 + 4}, g);
+        el("line", {"class": "seq-cross", x1: x2 - 4, y1: y2 + 4, x2: x2 + 4, y2: y2 - 4}, g);
+      }
+      // the label on the row of the arrow's first end, beside that end, toward the other lane
+      var rightward = x2 >= x1;
+      el("text", {"class": "seq-label", x: x1 + (rightward ? GAP : -GAP), y: y1 - 3,
+                  "text-anchor": rightward ? "start" : "end"}, g,
+         a.label + (a.marks.length ? " (" + a.marks.join(", ") + ")" : ""));
+      var when = (a.send_s !== null ? "sent " + a.send_s.toFixed(6) + " s" : "no send recorded") + ", " +
+                 (a.recv_s !== null ? "received " + a.recv_s.toFixed(6) + " s" : "no reception recorded");
+      el("title", {}, g, a.src + " -> " + a.dst + ": " + a.label + (a.proto ? " " + a.proto : "") +
+         (a.conn_id ? " conn " + a.conn_id : "") + (a.action ? ", " + a.action : "") + "; " + when);
+    });
+    // where each label landed, as the browser laid it out (the report's tests read these boxes)
+    Array.prototype.forEach.call(svg.querySelectorAll(".seq-label, .seq-fold text"), function (t) {
+      var b = t.getBBox();
+      t.setAttribute("data-box", [b.x, b.y, b.width, b.height].map(function (v) { return v.toFixed(1); }).join(","));
+    });
+    svg.setAttribute("data-drawn", String(arrows.length));
+    svg.setAttribute("data-folds", String(folds.length));
   }
-  var width = LEFT + LANE * Math.max(data.lanes.length - 1, 1) + 320;
-  var height = yRow(ends.length + 1) + BOTTOM;
-  svg.setAttribute("width", width);
-  svg.setAttribute("height", height);
-  svg.setAttribute("viewBox", "0 0 " + width + " " + height);
-  var defs = el("defs", {});
-  [["plain", "#444"], ["finding", "#b8860b"]].forEach(function (head) {
-    var marker = el("marker", {id: "seq-head-" + head[0], viewBox: "0 0 10 10", refX: 10, refY: 5,
-                               markerWidth: 8, markerHeight: 8, markerUnits: "userSpaceOnUse",
-                               orient: "auto"}, defs);
-    el("path", {d: "M0,0 L10,5 L0,10 z", fill: head[1]}, marker);
-  });
-  var right = width - 300, labelled = {};
-  function sideLabel(y, text) {  // labels of faults starting on one row stacked below each other
-    var shift = labelled[y] || 0;
-    labelled[y] = shift + 12;
-    el("text", {"class": "seq-fault-label", x: right + 4, y: y + 11 + shift}, undefined, text);
-  }
-  data.faults.forEach(function (f) {
-    var top = yAt(f.start_s), title = f.label + " " + JSON.stringify(f.detail);
-    if (f.instant) {
-      el("title", {}, el("line", {"class": "seq-fault-line", x1: LEFT - 20, x2: right, y1: top, y2: top,
-                                  stroke: FAULT_COLOURS[f.kind] || "#aaa", "stroke-dasharray": "2 3"}), title);
-    } else {
-      var bottom = Math.max(yAt(f.end_s), top + 4);
-      el("title", {}, el("rect", {"class": "seq-fault seq-fault-" + f.kind, x: LEFT - 20, y: top,
-                                  width: right - LEFT + 20, height: bottom - top,
-                                  fill: FAULT_COLOURS[f.kind] || "#aaa"}), title);
-    }
-    sideLabel(top, f.label);
-  });
-  data.heals_s.forEach(function (t) {
-    el("line", {"class": "seq-heal", x1: LEFT - 20, x2: right, y1: yAt(t), y2: yAt(t)});
-    sideLabel(yAt(t) - 7, "heal");
-  });
-  data.lanes.forEach(function (name) {
-    el("line", {"class": "seq-lane", x1: x[name], x2: x[name], y1: TOP, y2: height - BOTTOM});
-    el("text", {"class": "seq-lane-name", x: x[name], y: TOP - 12}, undefined, name);
-  });
-  var lastLabel = -10, lastTime = null;
-  ends.forEach(function (e, i) {
-    if (i - lastLabel >= 2 && (lastTime === null || Math.abs(e.t - lastTime) >= 0.0005)) {
-      el("text", {"class": "seq-time", x: 4, y: yRow(i) + 4}, undefined, e.t.toFixed(3) + " s");
-      lastLabel = i;
-      lastTime = e.t;
-    }
-  });
-  data.arrows.forEach(function (a) {
-    var marks = a.marks.map(function (m) { return " seq-" + m; }).join("");
-    var g = el("g", {"class": "seq-arrow seq-fam-" + (FAMILIES[a.msg] || "data") + marks, "data-id": a.id,
-                     "data-msg": a.msg, "data-src": a.src, "data-dst": a.dst});
-    var x1 = x[a.src], x2 = x[a.dst], y1, y2;
-    if (a.recv_s !== null) { y2 = yRow(rowOf[a.id + "/1"]); }
-    y1 = a.send_s !== null ? yRow(rowOf[a.id + "/0"]) : y2;
-    var lost = a.recv_s === null;
-    if (lost) { x2 = x1 + (x2 - x1) * LOST_PART; y2 = y1 + ROW * 0.8; }
-    var finding = a.findings.length > 0;
-    if (finding) { el("line", {"class": "seq-glow", x1: x1, y1: y1, x2: x2, y2: y2}, g); }
-    var shaft = {"class": "seq-shaft", x1: x1, y1: y1, x2: x2, y2: y2};
-    if (!lost) { shaft["marker-end"] = "url(#seq-head-" + (finding ? "finding" : "plain") + ")"; }
-    el("line", shaft, g);
-    if (lost) {
-      el("line", {"class": "seq-cross", x1: x2 - 4, y1: y2 - 4, x2: x2 + 4, y2: y2 + 4}, g);
-      el("line", {"class": "seq-cross", x1: x2 - 4, y1: y2 + 4, x2: x2 + 4, y2: y2 - 4}, g);
-    }
-    el("text", {x: (x1 + x2) / 2, y: (y1 + y2) / 2 - 4, "text-anchor": "middle"}, g,
-       a.label + (a.marks.length ? " (" + a.marks.join(", ") + ")" : ""));
-    var when = (a.send_s !== null ? "sent " + a.send_s.toFixed(6) + " s" : "no send recorded") + ", " +
-               (a.recv_s !== null ? "received " + a.recv_s.toFixed(6) + " s" : "no reception recorded");
-    el("title", {}, g, a.src + " -> " + a.dst + ": " + a.label + (a.proto ? " " + a.proto : "") +
-       (a.conn_id ? " conn " + a.conn_id : "") + (a.action ? ", " + a.action : "") + "; " + when);
-  });
-  svg.setAttribute("data-drawn", String(data.arrows.length));
+  draw();
 })();
 """
 
@@ -178,6 +215,9 @@ def note(diagram: Diagram) -> str:
         text += (f", {data['left_out']} left out (the findings' messages first, then the nearest to "
                  f"{_seconds(window['anchor_s'])}; another window: splitlab analyze RUN --diagram-window "
                  "START_S:END_S, more arrows: --diagram-arrows N)")
+    if data["folds"]:
+        text += (f", {data['folded']} of them folded into {len(data['folds'])} loop(s) after their first "
+                 f"{FOLD_KEEP} (click a fold to draw its arrows)")
     text += f". Held: {data['held_ms']:g} ms or more in transit."
     if data["not_read"]:
         text += (f" {data['not_read']} protocol events around the window were not read (only the ones nearest "

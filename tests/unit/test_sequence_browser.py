@@ -4,6 +4,7 @@ the window counted straight from the history; a page of the diagram alone is scr
 its lost messages."""
 from __future__ import annotations
 
+import html
 import re
 import shutil
 import subprocess
@@ -15,7 +16,7 @@ import pytest
 import pipeline_fixtures as pf
 from pipeline_fixtures import spark  # noqa: F401  (the shared Spark session)
 from pipeline import api, sequence_html
-from pipeline.sequence import MESSAGE_EVENT_TYPES, DiagramOptions, Window, build, message_of
+from pipeline.sequence import FOLD_KEEP, MESSAGE_EVENT_TYPES, DiagramOptions, Window, build, message_of
 from pipeline.tables import FaultPeriod
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -24,11 +25,11 @@ NODES = pf.NODES
 HELD_TYPE = 18  # node.wire: UnicastStable
 
 
-def _browser(tmp_path: Path, page: Path, *args: str) -> str:
+def _browser(tmp_path: Path, page: Path, *args: str, fragment: str = "") -> str:
     if CHROMIUM is None:  # a failure, not a skip: `make test` installs it (images/host-deps.sh)
         pytest.fail("chromium is not installed: run 'make host-deps' (or apt-get install -y chromium)", pytrace=False)
     done = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path}/chr",
-                           *args, page.as_uri()], capture_output=True, text=True, timeout=120)
+                           *args, page.as_uri() + fragment], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
 
@@ -110,12 +111,12 @@ def test_a_capped_diagram_draws_its_cap_and_paints_its_lost_messages_red(tmp_pat
                "conn_id": 7} for i in range(1, 31)]  # none arrives: 30 lost messages
     faults = [FaultPeriod("p1", "partition", t0, t0 + 5, {"grudge": {"n2": ["n1"]}})]
     diagram = build(events, Window(t0, t0 + 10, t0, "asked for"), nodes=["n1", "n2"], t0_ts=t0, faults=faults,
-                    max_arrows=12)
+                    max_arrows=8)  # (no more than FOLD_MIN of a kind: nothing folded)
     page = tmp_path / "diagram.html"
     page.write_text(f'<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>'
                     f"{sequence_html.section(diagram)}</body></html>")
     dom = _browser(tmp_path, page, "--dump-dom")
-    assert len(ARROW.findall(dom)) == 12 and "30 messages, 12 drawn, 18 left out" in dom
+    assert len(ARROW.findall(dom)) == 8 and "30 messages, 8 drawn, 22 left out" in dom
     from matplotlib.image import imread
 
     shot = tmp_path / "shot.png"
@@ -123,3 +124,66 @@ def test_a_capped_diagram_draws_its_cap_and_paints_its_lost_messages_red(tmp_pat
     rgb = (imread(shot)[..., :3] * 255).round()
     red = ((abs(rgb[..., 0] - 214) < 30) & (abs(rgb[..., 1] - 39) < 30) & (abs(rgb[..., 2] - 40) < 30)).sum()
     assert red > 100, f"only {red} pixels of the lost messages' red: was the diagram drawn?"
+
+
+BOX = re.compile(r'<text [^>]*class="(seq-label)"[^>]*data-box="([^"]+)"|<g class="seq-fold"[^>]*>.*?<text [^>]*'
+                 r'data-box="([^"]+)"[^>]*>([^<]*)</text>', re.S)
+
+
+def _loop_page(tmp_path: Path) -> tuple[Path, int]:
+    """The demo's loop (unicast2 under a lost STABLE): n1 resends seqnos 2..19 to n2 every few ms, each resend
+    answered by n2's STABLE that never arrives, a resend now and then discarded as a duplicate; 120 arrows whose
+    ends lie milliseconds apart, the densest the diagram draws. Returns the page and its arrow count."""
+    t0 = pf.T0_TS
+    events = []
+    for i in range(60):
+        at = t0 + 0.004 * i
+        seqno = 2 + i % 18
+        events.append({"node": "n1", "ts": at, "type": "data_tx", "proto": "unicast2", "to": "n2", "seqno": seqno,
+                       "conn_id": 7, "first": False, "resend": True, "size": 50})
+        events.append({"node": "n2", "ts": at + 0.003, "type": "data_rx", "proto": "unicast2", "from": "n1",
+                       "seqno": seqno, "conn_id": 7, "first": False, "action": "duplicate" if i % 5 else "deliver"})
+        events.append({"node": "n2", "ts": at + 0.001, "type": "stable_tx", "proto": "unicast2", "to": "n1",
+                       "seqno": 1, "conn_id": 7})
+    diagram = build(events, Window(t0, t0 + 1, t0, "asked for"), nodes=["n1", "n2", "n3"], t0_ts=t0, max_arrows=150)
+    page = tmp_path / "loop.html"
+    page.write_text(f'<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>'
+                    f"{sequence_html.section(diagram)}</body></html>")
+    return page, len(diagram.arrows)
+
+
+def _boxes(dom: str) -> list[tuple[float, float, float, float]]:
+    out = []
+    for m in BOX.finditer(dom):
+        box = m.group(2) or m.group(3)
+        out.append(tuple(float(v) for v in box.split(",")))
+    return out
+
+
+def _overlapping(boxes: list[tuple[float, float, float, float]]) -> list[tuple[int, int]]:
+    """Pairs of boxes (x, y, width, height) whose areas intersect (touching edges do not)."""
+    return [(i, j) for i, a in enumerate(boxes) for j, b in enumerate(boxes[:i])
+            if a[0] < b[0] + b[2] - 0.5 and b[0] < a[0] + a[2] - 0.5 and a[1] < b[1] + b[3] - 0.5
+            and b[1] < a[1] + a[3] - 0.5]
+
+
+def test_the_loops_labels_never_overlap_and_the_loop_is_folded_until_clicked(tmp_path):
+    """Measured in headless Chromium: every arrow label's and fold's laid-out box (data-box, from getBBox) is
+    disjoint from every other, folded (the loop beyond its first arrows is one row) and unfolded (#unfold: every
+    arrow drawn)."""
+    page, arrows = _loop_page(tmp_path)
+    dom = _browser(tmp_path, page, "--dump-dom")
+    folds = [html.unescape(f) for f in re.findall(r'<g class="seq-fold"[^>]*>.*?<text [^>]*>([^<]*)</text>', dom,
+                                                    re.S)]
+    assert folds and any(re.match(r"\.\.\. \d+ more UnicastData n1->n2 \[2\.\.19\] \(click to unfold\)", f)
+                         for f in folds), folds
+    drawn = int(re.search(r'data-drawn="(\d+)"', dom).group(1))
+    assert drawn < arrows and len(ARROW.findall(dom)) == drawn >= 2 * FOLD_KEEP
+    boxes = _boxes(dom)
+    assert len(boxes) == drawn + len(folds) and all(b[2] > 0 and b[3] > 0 for b in boxes)
+    assert not _overlapping(boxes), _overlapping(boxes)[:5]
+    unfolded = _browser(tmp_path, page, "--dump-dom", fragment="#unfold")
+    assert len(ARROW.findall(unfolded)) == arrows and 'data-folds="0"' in unfolded
+    boxes = _boxes(unfolded)
+    assert len(boxes) == arrows
+    assert not _overlapping(boxes), _overlapping(boxes)[:5]
