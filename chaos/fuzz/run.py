@@ -382,8 +382,8 @@ def _deliver(cluster: Cluster, names: list[str], settings: Settings, log: Log) -
 def _streams(member_states: dict[str, dict[str, Any]]) -> Iterator[dict[str, Any]]:
     """Every sender->receiver stream both ends report: its layer, where its receiver and its sender stand (the
     `detail`), whether it is `stuck` (the receiver not where the sender is: a multicast window whose delivered
-    seqno differs from the sender's highest sent, a unicast receive entry behind the send entry or on another
-    conn_id) and how many seqnos above the sender's highest sent the receiver holds, delivered or buffered (`ahead`:
+    seqno differs from the sender's highest sent, a unicast receive entry behind or ahead of the send entry or on
+    another conn_id) and how many seqnos above the sender's highest sent the receiver holds, delivered or buffered (`ahead`:
     only forged messages can be there, and each takes the place of the real one with its seqno)."""
     for sender, s_state in member_states.items():
         s_layers = s_state.get("layers", {})
