@@ -1,9 +1,10 @@
 """The asyncio UDP runtime: one `node.driver.Driver` (the node's protocol stack, driven) plus its IO.
 
 The driver does everything that is not IO: the tag of the authenticated wire, decoding, the incarnation gate,
-counted drops, routing to the layers, carrying out effects, bundling (and signing). This module adds what touches the world: the data socket (bound to the node's
-data address only), the loop's clock and timers, name resolution of members, the history file, the control
-API's view of the node (`state()`), and the application workloads (`node.workload`).
+counted drops, routing to the layers, carrying out effects, bundling (and signing). This module adds what
+touches the world: the data socket (bound to the node's data address only), the loop's clock and timers, name
+resolution of members, the history file, the control API's view of the node (`state()`), and the application
+workloads (`node.workload`).
 
 Bundling: messages the layers send to the same peer during one loop turn are taken from the driver's outbox by
 one flush (scheduled with `call_soon` when the outbox gets its first message) and leave together, packed into

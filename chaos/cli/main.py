@@ -1,5 +1,6 @@
 """The `splitlab` command: one argparse tree for every verb, each room's verbs added by its module under
-chaos/cli/ (cluster, faults, scenarios, analysis, fuzz, live, wireshark), and the one place where errors become exit codes.
+chaos/cli/ (cluster, faults, scenarios, analysis, fuzz, live, wireshark), and the one place where errors become
+exit codes.
 
 Exit codes: 0 success, 1 the environment or a check failed, 2 bad usage. Errors are one line (plus a hint).
 """

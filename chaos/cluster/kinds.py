@@ -3,11 +3,11 @@
 A kind names its image (built by `splitlab images`, pinned by an environment variable while editing), how
 `up` knows it is ready, and whether its nodes speak the authenticated wire (`auth`: they read the run's key,
 `node.auth.AUTH_KEY_ENV`, an optional variable of the contract; `up --auth` and a scenario's `auth` are refused
-for a kind that does not, `auth_refusal`). What else differs is told where it matters, not kept here: the admin verbs a node does
-not offer it refuses with 400 (NODE_CONTRACT.md), the wire of a datagram its first bytes tell (the shaper, the
-capture), the wire of a scenario's message faults its kind (`chaos.harness.load`), and what a node records it says
-itself (`node_start.config.records`: a check that needs an event a node does not record answers `unknown`). A run
-is made of one kind; a scenario's variants may differ in kind.
+for a kind that does not, `auth_refusal`). What else differs is told where it matters, not kept here: the admin
+verbs a node does not offer it refuses with 400 (NODE_CONTRACT.md), the wire of a datagram its first bytes tell
+(the shaper, the capture), the wire of a scenario's message faults its kind (`chaos.harness.load`), and what a node
+records it says itself (`node_start.config.records`: a check that needs an event a node does not record answers
+`unknown`). A run is made of one kind; a scenario's variants may differ in kind.
 
 - `splitlab`: splitlab's own Python node (`node/`), every protocol model of the seeds.
 - `jgroups`: the real JGroups 2.12.2 that Debian packages (`jgnode/`, `images/jgroups/`), with its own UNICAST,

@@ -93,7 +93,8 @@ def _settings(options: Options, targets: list[str], cluster: Any) -> fuzzrun.Set
     return fuzzrun.Settings(targets=targets, rate_per_s=options.rate_per_s, check_every_s=options.check_every_s,
                             max_rss_growth_bytes=int(options.max_rss_growth_mb * fuzzrun.MIB),
                             workload_count=options.workload_count, check_delivery=options.check_delivery,
-                            forged=not set(options.mutations) <= fuzzgen.MALFORMED, auth_key=authkey.required(cluster.run_dir, cluster.run_id) if options.sign else None)
+                            forged=not set(options.mutations) <= fuzzgen.MALFORMED,
+                            auth_key=authkey.required(cluster.run_dir, cluster.run_id) if options.sign else None)
 
 
 def run(options: Options, log: Log) -> dict[str, Any]:

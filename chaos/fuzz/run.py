@@ -5,9 +5,10 @@ watches the targets while it does, and judges them afterwards.
   layer's counters before and after; `/health` for liveness and the process RSS (`rss_bytes`).
 - Sending: `chaos.wire.inject.Injector`, raw sockets in member namespaces, only between the run's data addresses,
   paced at `rate_per_s` (0: as fast as possible); with the run's key (`Settings.auth_key`, `splitlab fuzz
-  --sign`) each datagram is signed after its mutation, so it reaches the protocols behind the authenticated wire. Every `check_every_s` each target's `/health` must answer
-  within `hang_timeout_s`; a target that does not is hung: sending stops, and the datagrams sent to it in the
-  last two check intervals are its suspects (a node may still be reading an interval's backlog when it answers).
+  --sign`) each datagram is signed after its mutation, so it reaches the protocols behind the authenticated wire.
+  Every `check_every_s` each target's `/health` must answer within `hang_timeout_s`; a target that does not is
+  hung: sending stops, and the datagrams sent to it in the last two check intervals are its suspects (a node may
+  still be reading an interval's backlog when it answers).
 - Recording (chaos.fuzz.record): every datagram sent goes to the run's fuzz directory, for replays.
 - Checks afterwards: every target answers `/health` within `health_timeout_s`; each target's RSS grew less than
   `max_rss_growth_bytes`; after the cluster recovered (all hear all, one view of all), a workload (unicast to
@@ -311,7 +312,8 @@ def check_delivery(cluster: Cluster, settings: Settings, log: Log) -> dict[str, 
     (`taken_by_forgeries`): a forged message inside a window is delivered as its claimed sender's, and the real
     one with its seqno is then a duplicate. That is allowed only as far as the receivers held seqnos above their
     senders' streams when the workload began (`forged_ahead`: forged messages delivered or buffered there, which
-    no sender's word has undone yet); more short fails the check. A node that stops answering fails the check (`gone`: the node)."""
+    no sender's word has undone yet); more short fails the check. A node that stops answering fails the check
+    (`gone`: the node)."""
     names = cluster.names
     if len(names) < 2:
         return {"ok": None, "detail": "a single node: nothing to deliver"}
@@ -383,8 +385,9 @@ def _streams(member_states: dict[str, dict[str, Any]]) -> Iterator[dict[str, Any
     """Every sender->receiver stream both ends report: its layer, where its receiver and its sender stand (the
     `detail`), whether it is `stuck` (the receiver not where the sender is: a multicast window whose delivered
     seqno differs from the sender's highest sent, a unicast receive entry behind or ahead of the send entry or on
-    another conn_id) and how many seqnos above the sender's highest sent the receiver holds, delivered or buffered (`ahead`:
-    only forged messages can be there, and each takes the place of the real one with its seqno)."""
+    another conn_id) and how many seqnos above the sender's highest sent the receiver holds, delivered or
+    buffered (`ahead`: only forged messages can be there, and each takes the place of the real one with its
+    seqno)."""
     for sender, s_state in member_states.items():
         s_layers = s_state.get("layers", {})
         m_send = (s_layers.get("multicast") or {}).get("send") or {}

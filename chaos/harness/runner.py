@@ -31,8 +31,8 @@ from rich.markup import escape
 from chaos.cluster import lifecycle as clusters
 from chaos.harness import actions
 from chaos.harness.errors import Problem, ScenarioError, StepError
-from chaos.harness.expect import (UNBLOCKED, WORKLOADS, Verdict, check_params, expected_statuses, judge, unblocked_check,
-                                  workloads_check)
+from chaos.harness.expect import (UNBLOCKED, WORKLOADS, Verdict, check_params, expected_statuses, judge,
+                                  unblocked_check, workloads_check)
 from chaos.harness.load import Loaded
 from chaos.harness.progress import Progress
 from chaos.harness.schedule import Schedule

@@ -26,7 +26,8 @@ Per peer there is a send entry and a receive entry, each with a connection id (c
   discarding ACKs from that receiver and answers SYNC-OK(low, conn_id), low being its highest acked seqno.
   The receiver sets its window to (low, conn_id) whatever the window held (a SYNC-OK it asked for is the
   sender's word: a window replaced by a forged `first` comes back if it follows that stream) and answers
-  SYNC-ACK, after which the sender trusts acks again. A delayed ACK of the old connection is discarded because its conn_id no longer matches (JGRP-1873).
+  SYNC-ACK, after which the sender trusts acks again. A delayed ACK of the old connection is discarded because
+  its conn_id no longer matches (JGRP-1873).
   SYNC and SYNC-OK are repeated by the retransmit task until answered or sync_timeout passes.
   The new conn_id is the next generation of the same stream (node.unicast.connid): a window following that
   stream (an admin `sync`, or a SYNC whose trigger was overtaken by the first message) keeps what it delivered

@@ -285,9 +285,9 @@ def test_reset_by_a_stale_first_message_of_an_older_connection(variant: str) -> 
     compares them only for equality, so any first=true message with another id resets its window. unicast3 uses
     the conn_id order instead: after A has removed its connection and opened a newer one, a stale copy of the old
     connection's first message is dropped, B keeps its window, and asks A for its stream (a SYNC: the window then
-    follows the next generation of the same stream, keeping what it delivered). unicast2 follows its seed's rule ("conn-id !=
-    entry.recv-conn-id: create a new entry.recv_win"). That rule resets the window to the old connection, and
-    B delivers the stale message a second time. The legacy variant is expected to fail this way."""
+    follows the next generation of the same stream, keeping what it delivered). unicast2 follows its seed's rule
+    ("conn-id != entry.recv-conn-id: create a new entry.recv_win"). That rule resets the window to the old
+    connection, and B delivers the stale message a second time. The legacy variant is expected to fail this way."""
     sim = make(variant, seed=108)
     old = send_many(sim, "a", "b", 3, "old")
     settle(sim)

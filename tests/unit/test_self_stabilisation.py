@@ -40,8 +40,8 @@ from node.sim.simulator import Simulator
 from node.stack import Stack
 from node.unicast import make_unicast
 from node.unicast.connid import GEN_BITS, first_conn_id, next_generation
-from node.wire import (BcastState, BcastStateReq, Heartbeat, Message, Nakack4Highest, Nakack4Msg, UnicastAck, UnicastData,
-                       encode_datagram)
+from node.wire import (BcastState, BcastStateReq, Heartbeat, Message, Nakack4Highest, Nakack4Msg, UnicastAck,
+                       UnicastData, encode_datagram)
 
 MEMBERS = ("n1", "n2", "n3")
 STRANGER = "x1"
