@@ -8,12 +8,17 @@ IPv6 alike) that tcpdump, Wireshark and scapy read. `read_pcap` reads any pcap o
 (tcpdump's on eth0, on `any` (Linux cooked SLL/SLL2), raw IP) and keeps the IPv4 and IPv6 packets;
 `DockerNet.replay` sends them again. `write_pcap` writes packets with their own timestamps (a capture
 merged from many hosts, chaos.wire.remote).
+
+A datagram larger than the data network's MTU (a bundle) reaches the node as IPv4 fragments, which the socket
+sees before the kernel reassembles them; `Reassembly` puts them back together, so the capture holds the
+datagram the node read, whole (IPv6 fragments are not reassembled yet).
 """
 from __future__ import annotations
 
 import select
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
@@ -110,8 +115,87 @@ def _ip_of(frame) -> bytes | None:
     return data[:total_len]
 
 
+@dataclass
+class _Fragments:
+    """The fragments of one IPv4 datagram seen so far: payload bytes by offset, the first fragment's header, and
+    the datagram's length once its last fragment came."""
+
+    first_s: float
+    parts: dict[int, bytes] = field(default_factory=dict)
+    header: bytes = b""
+    end: int | None = None
+
+
+class Reassembly:
+    """IPv4 fragments put back together (RFC 791), as the receiving kernel does: per (source, destination, id),
+    until the last fragment (MF clear) and every byte before it are there; then the whole packet, the first
+    fragment's header with its fragment fields cleared and its length and checksum set. An incomplete datagram
+    is dropped after `EXPIRY_S` (the kernel's ipfrag_time) and at most `MAX_PENDING` are kept (the oldest goes).
+    Written here rather than taken from scapy: its `defragment` reassembles a finished list offline, and this
+    runs on a live stream, one fragment at a time, in the capture thread."""
+
+    EXPIRY_S = 30.0
+    MAX_PENDING = 1024
+
+    def __init__(self) -> None:
+        self._pending: dict[tuple[bytes, bytes, bytes], _Fragments] = {}
+
+    @staticmethod
+    def is_fragment(raw: bytes) -> bool:
+        """An IPv4 packet with MF set or a fragment offset."""
+        return len(raw) >= 20 and raw[0] >> 4 == 4 and bool(raw[6] & 0x3F or raw[7])
+
+    def add(self, raw: bytes, now_s: float) -> bytes | None:
+        """Take one IPv4 fragment; returns the reassembled packet once complete, else None."""
+        self._expire(now_s)
+        ihl = (raw[0] & 0x0F) * 4
+        total = int.from_bytes(raw[2:4], "big")
+        if ihl < 20 or total > len(raw) or total <= ihl:
+            return None
+        field_ = int.from_bytes(raw[6:8], "big")
+        offset, more = (field_ & 0x1FFF) * 8, bool(field_ & 0x2000)
+        key = (raw[12:16], raw[16:20], raw[4:6])
+        frags = self._pending.get(key)
+        if frags is None:
+            if len(self._pending) >= self.MAX_PENDING:
+                del self._pending[next(iter(self._pending))]
+            frags = self._pending[key] = _Fragments(now_s)
+        frags.parts[offset] = raw[ihl:total]
+        if offset == 0:
+            frags.header = raw[:ihl]
+        if not more:
+            frags.end = offset + total - ihl
+        if not frags.header or frags.end is None:
+            return None
+        covered = 0
+        for start in sorted(frags.parts):
+            if start > covered:
+                return None
+            covered = max(covered, start + len(frags.parts[start]))
+        if covered < frags.end:
+            return None
+        del self._pending[key]
+        payload = bytearray(frags.end)
+        for start, part in frags.parts.items():
+            payload[start:start + len(part)] = part[:max(0, frags.end - start)]
+        header = bytearray(frags.header)
+        header[2:4] = (len(header) + frags.end).to_bytes(2, "big")
+        header[6:8] = (int.from_bytes(header[6:8], "big") & 0x4000).to_bytes(2, "big")  # DF kept, MF and offset 0
+        header[10:12] = b"\0\0"
+        header[10:12] = ipudp.checksum(bytes(header)).to_bytes(2, "big")
+        return bytes(header) + bytes(payload)
+
+    def _expire(self, now_s: float) -> None:
+        while self._pending:
+            key, frags = next(iter(self._pending.items()))
+            if now_s - frags.first_s < self.EXPIRY_S:
+                return
+            del self._pending[key]
+
+
 class Capture:
-    """Records UDP packets received by `endpoints` on their data addresses into `path` until `stop`."""
+    """Records UDP packets received by `endpoints` on their data addresses into `path` until `stop` (IPv4
+    fragments reassembled: `Reassembly`)."""
 
     def __init__(self, endpoints: dict[str, Endpoint], path: Path) -> None:
         self.endpoints = endpoints
@@ -134,6 +218,7 @@ class Capture:
         return self
 
     def _loop(self) -> None:
+        reassembly = Reassembly()
         while not self._stop.is_set():
             for sock in select.select(list(self._socks), [], [], 0.05)[0]:
                 while True:
@@ -141,6 +226,10 @@ class Capture:
                         data, addr = sock.recvfrom(65535)
                     except BlockingIOError:
                         break
+                    if addr[2] != PACKET_OUTGOING and Reassembly.is_fragment(data):
+                        data = reassembly.add(data, time.monotonic())
+                        if data is None:
+                            continue
                     pkt = ipudp.parse(data)
                     if addr[2] == PACKET_OUTGOING or pkt is None or pkt.dst != self._socks[sock]:
                         continue

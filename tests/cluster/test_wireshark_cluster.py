@@ -35,9 +35,9 @@ def test_tshark_decodes_a_live_runs_capture_as_the_codec_and_the_history_say(spl
     try:
         with net.capture(pcap):
             wait_for(lambda: len(read_pcap(pcap)) > 3, what="the capture records heartbeats")
-            # paced: a bundle larger than the MTU travels as IP fragments, which the capture does not reassemble
-            n1.unicast("n2", count=COUNT, size=60, rate=100)
-            n1.multicast(count=COUNT, size=60, rate=100)
+            # unpaced: bundles above the MTU, which travel as IP fragments and are captured reassembled
+            n1.unicast("n2", count=COUNT, size=60, rate=0)
+            n1.multicast(count=COUNT, size=60, rate=0)
             n1.ping("n2", count=3, interval_ms=5)
             n2.admin("sync", "n1")  # SYNC, SYNC-OK, SYNC-ACK
             wait_for(lambda: n2.state()["counters"].get("delivered", 0) >= 2 * COUNT, what="n2 delivers")
@@ -70,6 +70,7 @@ def test_tshark_decodes_a_live_runs_capture_as_the_codec_and_the_history_say(spl
     sent = {(e["seqno"], e["conn_id"]) for e in history
             if e["type"] == "data_tx" and e.get("proto") == "unicast3" and e.get("to") == "n2"}
     assert len(sent) >= COUNT and sent <= data_at_n2, sorted(sent - data_at_n2)[:10]
+    assert max(len(ip) for ip in packets) > 1500, "a bundle above the MTU is in the capture, reassembled"
 
 
 def _types_in(packets, cluster_id: int) -> set[str]:

@@ -8,7 +8,7 @@ import subprocess
 import time
 
 import pytest
-from scapy.layers.inet import IP, UDP
+from scapy.layers.inet import IP, UDP, fragment
 from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import ARP, CookedLinux, CookedLinuxV2, Ether
 from scapy.packet import Raw
@@ -153,3 +153,32 @@ def test_write_pcap_keeps_each_packets_own_timestamp(tmp_path):
     back = capture.read_pcap(tmp_path / "merged.pcap")
     assert [pkt for _, pkt in back] == PACKETS
     assert [round(ts, 6) for ts, _ in back] == [1_700_000_000.25, 1_700_000_001.999999, 1_700_000_002.0]
+
+
+def _fragments(payload_bytes: int, ident: int, fragsize: int = 1000) -> tuple[bytes, list[bytes]]:
+    whole = bytes(IP(src="10.9.0.2", dst="10.9.0.3", id=ident) / UDP(sport=7100, dport=7100) / (b"d" * payload_bytes))
+    return whole, [bytes(f) for f in fragment(IP(whole), fragsize=fragsize)]
+
+
+def test_fragments_of_a_datagram_above_the_mtu_are_put_back_together_in_any_order():
+    """What the node's kernel hands it whole (a bundle of 3,000 bytes over a 1,500-byte MTU) arrives at the
+    capture socket in fragments: reassembled, byte for byte the datagram, whatever their order and duplicates;
+    two datagrams' fragments interleaved stay apart."""
+    whole, frags = _fragments(3000, 77)
+    other, other_frags = _fragments(2500, 78)
+    assert len(frags) == 4 and all(capture.Reassembly.is_fragment(f) for f in frags)
+    assert not capture.Reassembly.is_fragment(bytes(IP(dst="10.9.0.3") / UDP() / b"x"))
+    r = capture.Reassembly()
+    order = [frags[2], other_frags[1], frags[0], frags[2], other_frags[0], frags[3], other_frags[2]]
+    assert [r.add(f, 0.0) for f in order] == [None, None, None, None, None, None, other]
+    assert r.add(frags[1], 0.1) == whole
+    assert ipudp.parse(whole).payload == b"d" * 3000
+
+
+def test_an_incomplete_datagram_is_dropped_after_the_kernels_fragment_time():
+    whole, frags = _fragments(3000, 79)
+    r = capture.Reassembly()
+    assert r.add(frags[0], 0.0) is None and r.add(frags[1], 1.0) is None
+    assert r.add(frags[2], capture.Reassembly.EXPIRY_S + 0.5) is None  # the set began 30.5 s ago: gone
+    assert r.add(frags[3], capture.Reassembly.EXPIRY_S + 0.6) is None  # frags 0 and 1 went with it
+    assert r.add(frags[0], 31.0) is None and r.add(frags[1], 31.0) == whole
