@@ -80,7 +80,7 @@ def _counts(tables: Tables, history: HistoryStats, results: dict[str, CheckResul
 def analyze(run_dir: Path | str, master: str | None = None, params: Mapping[str, Mapping[str, Any]] | None = None,
             *, spark: SparkSession | None = None, report: bool = True,
             steps: StepReporter | None = None, check_threads: int = CHECK_THREADS,
-            diagram: DiagramOptions | None = None) -> Summary:
+            diagram: DiagramOptions | None = None, on_verdict: Callable[[Summary], None] | None = None) -> Summary:
     """Analyse the run in `run_dir` and write its outputs under `run_dir/report/`.
 
     `master`: a Spark master URL (default `$SPLITLAB_SPARK_MASTER`, else `local[*]`); `params`: check
@@ -89,12 +89,17 @@ def analyze(run_dir: Path | str, master: str | None = None, params: Mapping[str,
     table writes run concurrently as Spark jobs from this many threads (the tables they share are built before);
     `diagram`: the window and size of the report's message sequence diagram (default: `DiagramOptions()`).
     Without `spark`, the run goes to the warm analysis service when it is up on that master (`pipeline.service`).
+    The verdict comes first: summary.json is written as soon as the checks are done (`analysis.verdict_s`) and
+    `on_verdict(summary)` called, then the tables and the report follow and summary.json is written again with
+    their paths (a served analysis calls `on_verdict` when it returns).
     Raises `UsageError` for a bad run directory or bad parameters, `EnvironmentProblem` when Spark cannot start.
     """
     step = steps or _no_progress
     if spark is None:
         served = _served(run_dir, master, params, report, step, diagram or DiagramOptions())
         if served is not None:
+            if on_verdict is not None:
+                on_verdict(served)
             return served
     started = time.monotonic()
     run = locate(run_dir)
@@ -112,35 +117,43 @@ def analyze(run_dir: Path | str, master: str | None = None, params: Mapping[str,
         ctx = CheckContext(spark=session, tables=tables, history=history)
         report_dir = run.report_dir
         label = f"running {len(CHECKS)} checks" + (" beside writing the tables" if report else "")
-        with step(label), ThreadPoolExecutor(max_workers=max(1, check_threads), thread_name_prefix="check") as pool:
-            bucket_s = bucket_seconds(duration_s(tables))
-            # the timeline is both a table and a plot: its rows come to the driver once, before the checks start
-            timeline_rows = pool.submit(timeline(tables, bucket_s).collect).result if report else None
-            pending = {c.name: pool.submit(run_check, c, ctx, resolved[c.name]) for c in CHECKS}
-            written = (write_tables(tables, report_dir, bucket_s, pool, collected={"timeline": timeline_rows})
-                       if timeline_rows is not None else None)
-            plotted = pool.submit(plot_data, tables, timeline_rows) if timeline_rows is not None else None
-            results = {name: future.result() for name, future in pending.items()}
-            tables_written = written() if written is not None else None
-        with step("counting"):
-            counts = _counts(tables, history, results)
-        summary = Summary(
-            run_id=_run_id(history, run.run_dir), run_dir=str(run.run_dir), checks=results, counts=counts,
-            history=history.to_dict(),
-            analysis={"master": session.sparkContext.master, "spark_version": session.version,
-                      "analysed_ts": time.time()},
-            outputs={"summary": f"{run.report_dir.name}/{SUMMARY_FILE}"})
-        if tables_written is not None:
-            summary.outputs["report_html"] = f"{run.report_dir.name}/{REPORT_FILE}"
-            summary.outputs["tables"] = tables_written
-        expectation = read_expectation(run.run_dir)
-        if expectation is not None:
-            summary.verdict = run_verdict(expectation, {n: (r.status, r.reason) for n, r in results.items()})
-        summary.analysis["elapsed_s"] = time.monotonic() - started
-        summary.write(report_dir / SUMMARY_FILE)
-        if plotted is not None:
-            with step("drawing report"):
-                _write_report(tables, summary, run, diagram or DiagramOptions(), plotted.result())
+        pool = ThreadPoolExecutor(max_workers=max(1, check_threads), thread_name_prefix="check")
+        try:
+            with step(label):
+                bucket_s = bucket_seconds(duration_s(tables))
+                # the timeline is both a table and a plot: its rows come to the driver once, before the checks
+                timeline_rows = pool.submit(timeline(tables, bucket_s).collect).result if report else None
+                pending = {c.name: pool.submit(run_check, c, ctx, resolved[c.name]) for c in CHECKS}
+                written = (write_tables(tables, report_dir, bucket_s, pool, collected={"timeline": timeline_rows})
+                           if timeline_rows is not None else None)
+                plotted = pool.submit(plot_data, tables, timeline_rows) if timeline_rows is not None else None
+                results = {name: future.result() for name, future in pending.items()}
+            with step("counting"):
+                counts = _counts(tables, history, results)
+            summary = Summary(
+                run_id=_run_id(history, run.run_dir), run_dir=str(run.run_dir), checks=results, counts=counts,
+                history=history.to_dict(),
+                analysis={"master": session.sparkContext.master, "spark_version": session.version,
+                          "analysed_ts": time.time()},
+                outputs={"summary": f"{run.report_dir.name}/{SUMMARY_FILE}"})
+            expectation = read_expectation(run.run_dir)
+            if expectation is not None:
+                summary.verdict = run_verdict(expectation, {n: (r.status, r.reason) for n, r in results.items()})
+            # the verdict first: summary.json as soon as the checks are done, the tables and the report after
+            summary.analysis["verdict_s"] = summary.analysis["elapsed_s"] = time.monotonic() - started
+            summary.write(report_dir / SUMMARY_FILE)
+            if on_verdict is not None:
+                on_verdict(summary)
+            if written is not None and plotted is not None:
+                with step("writing the tables"):
+                    summary.outputs["tables"] = written()
+                with step("drawing report"):
+                    summary.outputs["report_html"] = f"{run.report_dir.name}/{REPORT_FILE}"
+                    _write_report(tables, summary, run, diagram or DiagramOptions(), plotted.result())
+                summary.analysis["elapsed_s"] = time.monotonic() - started
+                summary.write(report_dir / SUMMARY_FILE)
+        finally:
+            pool.shutdown(wait=True)
     finally:
         tables.release()
     return summary

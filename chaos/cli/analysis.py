@@ -61,15 +61,15 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     diagram = DiagramOptions(window_s=parse_window(args.diagram_window) if args.diagram_window else None,
                              max_arrows=args.diagram_arrows)
     session_before = SparkSession.getActiveSession()
-    try:
+    out = Console()
+    try:  # the verdict is printed as soon as the checks are done, before the tables and the report
         summary = analyze(args.run_dir, master=args.master, params=parse_assignments(args.check_param),
-                          report=not args.no_report, steps=_Steps(Console(stderr=True)), diagram=diagram)
+                          report=not args.no_report, steps=_Steps(Console(stderr=True)), diagram=diagram,
+                          on_verdict=lambda done: out.print(_verdict_table(done)))
     finally:
         session = SparkSession.getActiveSession()
         if session_before is None and session is not None:
             session.stop()  # started here: stop it; a caller's session stays up
-    out = Console()
-    out.print(_verdict_table(summary))
     for key in ("summary", "report_html"):
         if key in summary.outputs:
             out.print(f"{key}: {summary.run_dir}/{summary.outputs[key]}", highlight=False)

@@ -1,6 +1,7 @@
 """The report answers the question first: for a scenario run, its headline says whether every check answered what
 the scenario expected (and what that was), the checks' raw status below; a run analysed without a scenario keeps
-the plain status. Judged from the rendered HTML and from a real analysis of a history with an expectation file."""
+the plain status. Judged from the rendered HTML and from a real analysis of a history with an expectation file, whose
+verdict comes (summary.json, the callback) before the tables and the report."""
 from __future__ import annotations
 
 import json
@@ -77,9 +78,14 @@ def test_the_analysis_of_a_scenario_run_judges_it_into_the_summary_and_the_headl
         s.add(node, 1.0, "node_stop", reason="signal")
     run_dir = s.write(tmp_path / "run")
     write_expectation(run_dir, "jgrp1873", "unicast2", {"delivery": "fail"}, {"workloads": ("ok", "finished")})
-    summary = api.analyze(run_dir, spark=spark)
+    first: list[tuple[bool, bool]] = []  # at the verdict: (summary.json written, report.html drawn)
+    summary = api.analyze(run_dir, spark=spark, on_verdict=lambda s: first.append((
+        (run_dir / "report" / "summary.json").exists(), (run_dir / "report" / "report.html").exists())))
+    assert first == [(True, False)], "the verdict comes before the report"
     assert summary.checks["delivery"].status == "fail"
     saved = json.loads((run_dir / "report" / "summary.json").read_text())
+    assert saved["outputs"]["report_html"] == "report/report.html" and saved["outputs"]["tables"]
+    assert 0 < saved["analysis"]["verdict_s"] <= saved["analysis"]["elapsed_s"]
     assert saved["verdict"]["held"] is True and saved["verdict"]["variant"] == "unicast2"
     assert [(o["check"], o["expected"], o["actual"]) for o in saved["verdict"]["outcomes"]] == [
         ("delivery", "fail", "fail")]
