@@ -144,7 +144,7 @@ def analyze(run_dir: Path | str, master: str | None = None, params: Mapping[str,
             summary.write(report_dir / SUMMARY_FILE)
             if on_verdict is not None:
                 on_verdict(summary)
-            if written is not None and plotted is not None:
+            if written is not None and plotted is not None:  # (both or neither: a report is drawn)
                 with step("writing the tables"):
                     summary.outputs["tables"] = written()
                 with step("drawing report"):
