@@ -2,28 +2,10 @@
 
 Its one job: let the fault injector, the capture dissector and the sequence diagram read (and forge) the wire of
 the real JGroups 2.12.2 (Debian bookworm's libjgroups-java) as it follows each UDP datagram. No I/O, no scapy:
-`struct` only. Every byte follows the code of the tag `JGroups_2_12_2_Final`:
-
-    datagram   TP.writeMessage / TP.writeMessageList / TP.IncomingPacket.run (the receive path), Version
-    message    Message.writeTo / writeToNoAddrs / readFrom, util.Headers
-    addresses  Util.writeAddress / readAddress, util.UUID.writeTo, stack.IpAddress.writeTo
-    headers    UNICAST$UnicastHeader, UNICAST2$Unicast2Header, pbcast.NakAckHeader (util.Range),
-               pbcast.STABLE$StableHeader and pbcast.GMS$GmsHeader (util.Digest, View, MergeView, ViewId,
-               pbcast.JoinRsp, util.MergeId), PingHeader (PingData), VERIFY_SUSPECT$VerifyHeader,
-               FD_ALL$HeartbeatHeader, FD$FdHeader, FD_SOCK$FdHeader, FragHeader (FRAG2), FcHeader (UFC, MFC, FC),
-               TpHeader (the transport's cluster name)
-    ids        conf/jg-protocol-ids.xml (PROTOCOL_IDS) and conf/jg-magic-map.xml (MAGIC_NUMBERS)
-
-The wire, all integers big-endian (java.io.DataOutputStream):
-
-    datagram  version u16 (2.12.2 = 0x1302) | flags u8 (LIST 1, MULTICAST 2, OOB 4) | then either
-              one message, or (LIST, a bundle) dest address | src address | (presence u8=1 | message)* | 0
-    message   leading u8 (DEST_SET 1, SRC_SET 2, BUF_SET 4) | flags u8 | [dest] | [src] | [len i32 | buffer]
-              | header count i16 | (protocol id i16 | magic i16 | header body)*
-              In a bundle a message carries no dest (the bundle's) and its src only when it differs from the
-              bundle's.
-    address   flags u8 (NULL 1, UUID 2, IP 4) | UUID: lsb i64, msb i64, extra u8 [len u16, bytes]
-              | IpAddress: len u8 (4 or 16), ip, [scope i32 (IPv6)], port u16, extra u8 [len u16, bytes]
+`struct` only. The wire itself (datagram, message, addresses, every header body, the ids and magic numbers) is
+declared once in `jgnode.layout`: this module reads it through that description (`jgnode.reader` compiles it),
+as the generated Wireshark dissector does, so the two cannot drift. What is the codec's own: the loops (a
+bundle's messages, a message's headers), the values (`JgUUID`, `JgView`, ...), the byte spans, and writing.
 
 A header body carries no length: a header whose magic number this module cannot decode makes the rest of its
 message, and of a bundle, unreadable. Such a message is returned with the headers before it and `partial` saying
@@ -46,136 +28,23 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
+from jgnode import layout
+from jgnode.layout import (ADDR_IP, ADDR_NULL, ADDR_UUID, BUF_SET, COMPATIBLE_MAJOR_MINOR, DEST_SET, FC_KINDS,
+                           FD_KINDS, FD_SOCK_KINDS, GMS_KINDS, IPV4_LEN_BYTES, IPV6_LEN_BYTES, MAGIC_FC, MAGIC_FD,
+                           MAGIC_FD_ALL, MAGIC_FD_SOCK, MAGIC_FRAG, MAGIC_GMS, MAGIC_NAKACK, MAGIC_NUMBERS,
+                           MAGIC_PING, MAGIC_STABLE, MAGIC_TP, MAGIC_UNICAST, MAGIC_UNICAST2, MAGIC_VERIFY_SUSPECT,
+                           MAX_VIEW_NESTING, MESSAGE_FLAGS, NAKACK_KINDS, OOB, PING_KINDS, PROTOCOL_FC,
+                           PROTOCOL_FD_ALL, PROTOCOL_IDS, PROTOCOL_MFC, PROTOCOL_NAKACK, PROTOCOL_STABLE,
+                           PROTOCOL_UDP, PROTOCOL_UFC, PROTOCOL_UNICAST, PROTOCOL_UNICAST2, SRC_SET, STABLE_KINDS,
+                           TP_LIST, TP_MULTICAST, TP_OOB, UNICAST2_KINDS, UNICAST_KINDS, VERIFY_SUSPECT_KINDS,
+                           VERSION, VERSION_MAJOR_MASK, VERSION_MAJOR_SHIFT, VERSION_MICRO_MASK, VERSION_MINOR_MASK,
+                           VERSION_MINOR_SHIFT, encode_version, version_text)
+from jgnode.reader import Compiler, Reader
 from node.errors import WireError
 
-# ------------------------------------------------------------------------------------------------ constants
-
-VERSION_MAJOR_SHIFT = 11
-VERSION_MINOR_SHIFT = 6
-VERSION_MAJOR_MASK = 0xF800
-VERSION_MINOR_MASK = 0x07C0
-VERSION_MICRO_MASK = 0x003F
-
-
-def encode_version(major: int, minor: int, micro: int) -> int:
-    """Version.encode: 5 bits major, 5 bits minor, 6 bits micro."""
-    return (major << VERSION_MAJOR_SHIFT) | (minor << VERSION_MINOR_SHIFT) | micro
-
-
-def version_text(version: int) -> str:
-    """Version.print: "2.12.2" for 0x1302."""
-    major = (version & VERSION_MAJOR_MASK) >> VERSION_MAJOR_SHIFT
-    minor = (version & VERSION_MINOR_MASK) >> VERSION_MINOR_SHIFT
-    return f"{major}.{minor}.{version & VERSION_MICRO_MASK}"
-
-
-VERSION = encode_version(2, 12, 2)  # 0x1302
-COMPATIBLE_MAJOR_MINOR = (2, 12)  # Version.isBinaryCompatible: same major and minor
-
-# TP's datagram flags (TP.LIST, TP.MULTICAST, TP.OOB)
-TP_LIST = 0x01
-TP_MULTICAST = 0x02
-TP_OOB = 0x04
-_TP_FLAGS_ALL = TP_LIST | TP_MULTICAST | TP_OOB
-
-# Message's leading byte
-DEST_SET = 0x01
-SRC_SET = 0x02
-BUF_SET = 0x04
-_LEADING_ALL = DEST_SET | SRC_SET | BUF_SET
-
-# Message flags (Message.OOB, ...)
-MESSAGE_FLAGS = {0x01: "OOB", 0x02: "DONT_BUNDLE", 0x04: "NO_FC", 0x08: "SCOPED", 0x10: "NO_RELIABILITY",
-                 0x20: "NO_TOTAL_ORDER", 0x40: "NO_RELAY"}
-OOB = 0x01
-
-# Address flags (Address.NULL, UUID_ADDR, IP_ADDR)
-ADDR_NULL = 0x01
-ADDR_UUID = 0x02
-ADDR_IP = 0x04
-
-IPV4_LEN_BYTES = 4
-IPV6_LEN_BYTES = 16
-MAX_VIEW_NESTING = 8  # MergeView subgroups within subgroups: deeper is not something JGroups writes
-
-# conf/jg-protocol-ids.xml of JGroups_2_12_2_Final, class simple names (as Headers.printHeaders prints them)
-PROTOCOL_IDS: dict[int, str] = {
-    2: "FD", 3: "FD_SOCK", 4: "FRAG", 5: "FRAG2", 6: "PING", 7: "MPING", 8: "S3_PING", 9: "FILE_PING",
-    10: "TCPPING", 11: "TCPGOSSIP", 12: "UNICAST", 13: "VERIFY_SUSPECT", 14: "GMS", 15: "NAKACK", 16: "STABLE",
-    17: "STATE_TRANSFER", 18: "SMACK", 19: "COMPRESS", 20: "FC", 21: "UDP", 22: "TCP", 23: "TCP_NIO",
-    24: "TUNNEL", 25: "ENCRYPT", 26: "SEQUENCER", 27: "FD_SIMPLE", 28: "VIEW_SYNC", 29: "FD_ALL", 30: "SFC",
-    31: "FLUSH", 32: "STREAMING_STATE_TRANSFER", 33: "AUTH", 34: "MERGE3", 35: "MERGEFAST", 36: "HTOTAL",
-    37: "DISCARD", 38: "LOOPBACK", 39: "SHARED_LOOPBACK", 40: "UNICAST2", 41: "SCOPE", 42: "DAISYCHAIN",
-    43: "RELAY", 44: "MFC", 45: "UFC", 46: "JDBC_PING", 47: "STOMP", 48: "PRIO", 49: "BPING", 50: "CENTRAL_LOCK",
-    51: "PEER_LOCK", 52: "CENTRAL_EXECUTOR",
-    200: "PullPushAdapter", 201: "RequestCorrelator", 202: "MuxChannel", 203: "Multiplexer",
-    204: "MuxRequestCorrelator",
-}
-PROTOCOL_UNICAST = 12
-PROTOCOL_UNICAST2 = 40
-PROTOCOL_NAKACK = 15
-PROTOCOL_UDP = 21
-PROTOCOL_FD_ALL = 29
-PROTOCOL_STABLE = 16
-PROTOCOL_FC = 20
-PROTOCOL_MFC = 44
-PROTOCOL_UFC = 45
-
-# conf/jg-magic-map.xml of JGroups_2_12_2_Final (org.jgroups. left out)
-MAGIC_NUMBERS: dict[int, str] = {
-    1: "stack.IpAddress", 3: "protocols.FD$FdHeader", 6: "protocols.FD_SOCK$FdHeader", 7: "protocols.FragHeader",
-    13: "protocols.PingHeader", 21: "protocols.UNICAST$UnicastHeader", 22: "protocols.VERIFY_SUSPECT$VerifyHeader",
-    24: "protocols.pbcast.GMS$GmsHeader", 25: "protocols.pbcast.NakAckHeader",
-    27: "protocols.pbcast.STABLE$StableHeader", 28: "protocols.pbcast.STATE_TRANSFER$StateHeader",
-    29: "protocols.SMACK$SmackHeader", 30: "Message", 31: "View", 32: "ViewId", 34: "Address",
-    36: "protocols.PingData", 38: "java.util.Vector", 39: "protocols.pbcast.JoinRsp", 40: "util.Digest",
-    41: "java.util.Hashtable", 53: "protocols.COMPRESS$CompressHeader", 54: "protocols.FcHeader",
-    56: "protocols.TpHeader", 57: "protocols.ENCRYPT$EncryptHeader", 58: "protocols.SEQUENCER$SequencerHeader",
-    59: "protocols.FD_SIMPLE$FdHeader", 60: "protocols.VIEW_SYNC$ViewSyncHeader",
-    61: "protocols.FD_ALL$HeartbeatHeader", 62: "protocols.SFC$Header", 63: "mux.MuxHeader",
-    64: "protocols.pbcast.FLUSH$FlushHeader", 65: "protocols.pbcast.STREAMING_STATE_TRANSFER$StateHeader",
-    66: "blocks.PullPushAdapter$PullHeader", 67: "protocols.AuthHeader", 68: "util.UUID",
-    69: "protocols.MERGE3$CoordAnnouncement", 70: "protocols.MERGEFAST$MergefastHeader",
-    71: "blocks.RequestCorrelator$Header", 72: "blocks.RequestCorrelator$MultiDestinationHeader",
-    73: "protocols.UNICAST2$Unicast2Header", 74: "protocols.SCOPE$ScopeHeader", 75: "blocks.mux.MuxHeader",
-    76: "protocols.DAISYCHAIN$DaisyHeader", 77: "protocols.RELAY$RelayHeader", 78: "protocols.STOMP$StompHeader",
-    80: "protocols.PrioHeader", 81: "protocols.Locking$LockingHeader", 82: "util.PayloadUUID",
-    83: "util.AdditionalDataUUID", 84: "util.TopologyUUID", 85: "protocols.Executing$ExecutorHeader",
-    86: "protocols.Executing$Request", 87: "blocks.executor.ExecutionService$RunnableAdapter",
-    88: "blocks.executor.Executions$StreamableCallable",
-}
-MAGIC_FD = 3
-MAGIC_FD_SOCK = 6
-MAGIC_FRAG = 7
-MAGIC_PING = 13
-MAGIC_UNICAST = 21
-MAGIC_VERIFY_SUSPECT = 22
-MAGIC_GMS = 24
-MAGIC_NAKACK = 25
-MAGIC_STABLE = 27
-MAGIC_FC = 54
-MAGIC_TP = 56
-MAGIC_FD_ALL = 61
-MAGIC_UNICAST2 = 73
-
-# header type bytes -> names, as each header's type2Str prints them
-UNICAST_KINDS = {0: "DATA", 1: "ACK", 2: "SEND_FIRST_SEQNO"}
-UNICAST2_KINDS = {0: "DATA", 1: "XMIT_REQ", 2: "SEND_FIRST_SEQNO", 3: "STABLE"}
-NAKACK_KINDS = {1: "MSG", 2: "XMIT_REQ", 3: "XMIT_RSP"}
-STABLE_KINDS = {1: "STABLE_GOSSIP", 2: "STABILITY"}
-GMS_KINDS = {1: "JOIN_REQ", 2: "JOIN_RSP", 3: "LEAVE_REQ", 4: "LEAVE_RSP", 5: "VIEW", 6: "MERGE_REQ",
-             7: "MERGE_RSP", 8: "INSTALL_MERGE_VIEW", 9: "CANCEL_MERGE", 10: "VIEW_ACK",
-             11: "JOIN_REQ_WITH_STATE_TRANSFER", 12: "INSTALL_MERGE_VIEW_OK", 13: "GET_DIGEST_REQ",
-             14: "GET_DIGEST_RSP", 15: "INSTALL_DIGEST"}
-PING_KINDS = {1: "GET_MBRS_REQ", 2: "GET_MBRS_RSP"}
-VERIFY_SUSPECT_KINDS = {1: "ARE_YOU_DEAD", 2: "I_AM_NOT_DEAD"}
-FD_KINDS = {0: "HEARTBEAT", 1: "HEARTBEAT_ACK", 2: "SUSPECT"}
-FD_SOCK_KINDS = {10: "SUSPECT", 11: "WHO_HAS_SOCK", 12: "I_HAVE_SOCK", 13: "GET_CACHE", 14: "GET_CACHE_RSP"}
-FC_KINDS = {1: "REPLENISH", 2: "CREDIT_REQUEST"}
-
-
-def _kind(kinds: dict[int, str], code: int) -> str:
-    return kinds.get(code, f"UNKNOWN_{code}")
+# names of jgnode.layout that this module's users read here (the codec's public API from before the layout)
+REEXPORTED = (FC_KINDS, FD_KINDS, FD_SOCK_KINDS, GMS_KINDS, MAX_VIEW_NESTING, PING_KINDS, VERIFY_SUSPECT_KINDS,
+              VERSION_MICRO_MASK, encode_version)
 
 
 def _code_of(kinds: dict[int, str], kind: str) -> int:
@@ -350,60 +219,9 @@ def _show(value: Any) -> str:
     return str(value)
 
 
+
 # ------------------------------------------------------------------------------------------------ reading
-
-class _Reader:
-    """A cursor over the datagram: DataInputStream's reads, raising WireError("truncated") at the end."""
-
-    __slots__ = ("data", "pos")
-
-    def __init__(self, data: bytes, pos: int = 0) -> None:
-        self.data = data
-        self.pos = pos
-
-    def take(self, size_bytes: int, what: str) -> bytes:
-        if size_bytes < 0:
-            raise WireError("absurd", f"{what}: negative length {size_bytes} at offset {self.pos}")
-        end = self.pos + size_bytes
-        if end > len(self.data):
-            raise WireError("truncated", f"{what}: needs {size_bytes} bytes at offset {self.pos}, "
-                                         f"{len(self.data) - self.pos} left")
-        chunk = self.data[self.pos:end]
-        self.pos = end
-        return chunk
-
-    def _unpack(self, fmt: struct.Struct, what: str) -> Any:
-        return fmt.unpack(self.take(fmt.size, what))[0]
-
-    def u8(self, what: str) -> int:
-        return self._unpack(_U8, what)
-
-    def i8(self, what: str) -> int:
-        return self._unpack(_I8, what)
-
-    def boolean(self, what: str) -> bool:
-        """DataInputStream.readBoolean: any byte but 0 is true."""
-        return self.u8(what) != 0
-
-    def i16(self, what: str) -> int:
-        return self._unpack(_I16, what)
-
-    def u16(self, what: str) -> int:
-        return self._unpack(_U16, what)
-
-    def i32(self, what: str) -> int:
-        return self._unpack(_I32, what)
-
-    def i64(self, what: str) -> int:
-        return self._unpack(_I64, what)
-
-    def u64(self, what: str) -> int:
-        return self._unpack(_U64, what)
-
-    def utf(self, what: str) -> str:
-        """DataInputStream.readUTF: u16 length and modified UTF-8."""
-        return _decode_modified_utf8(self.take(self.u16(what), what), what)
-
+# Every read goes through jgnode.layout, compiled once; the builders make the codec's values of its records.
 
 _U8, _I8 = struct.Struct("!B"), struct.Struct("!b")
 _I16, _U16 = struct.Struct("!h"), struct.Struct("!H")
@@ -411,300 +229,35 @@ _I32 = struct.Struct("!i")
 _I64, _U64 = struct.Struct("!q"), struct.Struct("!Q")
 
 
-def _decode_modified_utf8(raw: bytes, what: str) -> str:
-    """Java's modified UTF-8 (1 to 3 bytes per UTF-16 unit, NUL as C0 80) as DataInputStream.readUTF reads it."""
-    units: list[int] = []
-    i, n = 0, len(raw)
-    while i < n:
-        b0 = raw[i]
-        if b0 < 0x80:
-            units.append(b0)
-            i += 1
-        elif b0 & 0xE0 == 0xC0 and i + 1 < n and raw[i + 1] & 0xC0 == 0x80:
-            units.append(((b0 & 0x1F) << 6) | (raw[i + 1] & 0x3F))
-            i += 2
-        elif b0 & 0xF0 == 0xE0 and i + 2 < n and raw[i + 1] & 0xC0 == 0x80 and raw[i + 2] & 0xC0 == 0x80:
-            units.append(((b0 & 0x0F) << 12) | ((raw[i + 1] & 0x3F) << 6) | (raw[i + 2] & 0x3F))
-            i += 3
-        else:
-            raise WireError("bad-string", f"{what}: malformed modified UTF-8 at byte {i} of {n}")
-    return struct.pack(f"!{len(units)}H", *units).decode("utf-16-be", "surrogatepass")
-
-
-def _read_address(r: _Reader, what: str) -> JgAddress:
-    """Util.readAddress: NULL, else UUID, else IpAddress, by the flag bits in that order."""
-    flags = r.u8(f"{what} address flags")
-    if flags & ADDR_NULL:
-        return None
-    if flags & ADDR_UUID:
-        return _read_uuid(r, what)
-    if flags & ADDR_IP:
-        return _read_ip_address(r, what)
-    raise WireError("unknown-address-type",
-                    f"{what}: address flags 0x{flags:02x} name a class by magic number (PayloadUUID, "
-                    f"TopologyUUID, ...): not decoded")
-
-
-def _read_extra(r: _Reader, what: str) -> bytes | None:
-    """The additional_data tail of UUID and IpAddress: a boolean, then u16 length and bytes."""
-    if not r.boolean(f"{what} additional_data presence"):
-        return None
-    return r.take(r.u16(f"{what} additional_data length"), f"{what} additional_data")
-
-
-def _read_uuid(r: _Reader, what: str) -> JgUUID:
-    lsb = r.u64(f"{what} UUID lsb")  # UUID.writeTo writes the least significant half first
-    msb = r.u64(f"{what} UUID msb")
-    return JgUUID(msb, lsb, _read_extra(r, what))
-
-
-def _read_ip_address(r: _Reader, what: str) -> JgIpAddress:
-    ip_len = r.i8(f"{what} IP length")
-    if ip_len not in (IPV4_LEN_BYTES, IPV6_LEN_BYTES):
-        raise WireError("absurd", f"{what}: IP address of {ip_len} bytes (IpAddress.readFrom takes 4 or 16)")
-    raw_ip = r.take(ip_len, f"{what} IP")
-    scope_id = None
-    if ip_len == IPV4_LEN_BYTES:
-        text = str(ipaddress.IPv4Address(raw_ip))
+def _ip_address(f: dict[str, Any]) -> JgIpAddress:
+    raw, scope_id = f["ip"], f.get("scope_id")
+    if len(raw) == IPV4_LEN_BYTES:
+        text = str(ipaddress.IPv4Address(raw))
     else:
-        scope_id = r.i32(f"{what} IPv6 scope id")
-        groups = struct.unpack("!8H", raw_ip)
+        groups = struct.unpack("!8H", raw)
         text = ":".join(f"{g:x}" for g in groups) + (f"%{scope_id}" if scope_id else "")
-    port = r.u16(f"{what} port")
-    return JgIpAddress(text, port, scope_id, _read_extra(r, what))
+    return JgIpAddress(text, f["port"], scope_id, f["additional_data"])
 
 
-def _read_addresses(r: _Reader, what: str) -> tuple[JgAddress, ...] | None:
-    """Util.readAddresses: i16 count (negative: null), then addresses."""
-    count = r.i16(f"{what} count")
-    if count < 0:
-        return None
-    return tuple(_read_address(r, f"{what}[{i}]") for i in range(count))
-
-
-def _read_string(r: _Reader, what: str) -> str | None:
-    """Util.readString: a byte 1 then writeUTF, anything else null."""
-    if r.u8(f"{what} presence") != 1:
-        return None
-    return r.utf(what)
-
-
-def _read_view_id(r: _Reader, what: str) -> JgViewId:
-    coord = _read_address(r, f"{what} coordinator")
-    return JgViewId(coord, r.i64(f"{what} number"))
-
-
-def _read_optional_view_id(r: _Reader, what: str) -> JgViewId | None:
-    """Util.readViewId: a boolean, then a ViewId."""
-    return _read_view_id(r, what) if r.boolean(f"{what} presence") else None
-
-
-def _read_view(r: _Reader, merge: bool, depth: int, what: str) -> JgView:
-    """View.readFrom (and MergeView.readFrom when `merge`: the view, then i16 count of subgroups, each a boolean
-    (merge view or not) and a view)."""
-    if depth > MAX_VIEW_NESTING:
-        raise WireError("absurd", f"{what}: merge views nested more than {MAX_VIEW_NESTING} deep")
-    view_id = _read_view_id(r, f"{what} view id") if r.boolean(f"{what} view id presence") else None
-    members = _read_addresses(r, f"{what} members")
-    payload_len = r.i16(f"{what} payload length")
-    payload = r.take(payload_len, f"{what} payload") if payload_len > 0 else b""
-    subgroups = None
-    if merge:
-        count = r.i16(f"{what} subgroup count")
-        subgroups = tuple(_read_view(r, r.boolean(f"{what} subgroup {i} is merge view"), depth + 1,
-                                     f"{what} subgroup {i}")
-                          for i in range(max(count, 0)))
-    return JgView(view_id, members, payload, subgroups)
-
-
-def _read_optional_view(r: _Reader, what: str) -> JgView | None:
-    """Util.readView: a boolean presence, a boolean (merge view), then the view."""
-    if not r.boolean(f"{what} presence"):
-        return None
-    return _read_view(r, r.boolean(f"{what} is merge view"), 0, what)
-
-
-def _read_streamable(r: _Reader, reader: Callable[[_Reader, str], Any], what: str) -> Any:
-    """Util.readStreamable: a boolean presence, then the object."""
-    return reader(r, what) if r.boolean(f"{what} presence") else None
-
-
-def _read_digest(r: _Reader, what: str) -> tuple[JgDigestEntry, ...]:
-    """Digest.readFrom: i16 count, then per member an address and three longs."""
-    count = r.i16(f"{what} count")
-    if count < 0:
-        raise WireError("absurd", f"{what}: negative member count {count}")
-    entries = []
-    for i in range(count):
-        member = _read_address(r, f"{what}[{i}]")
-        entries.append(JgDigestEntry(member, r.i64(f"{what}[{i}] low"), r.i64(f"{what}[{i}] highest delivered"),
-                                     r.i64(f"{what}[{i}] highest received")))
-    return tuple(entries)
-
-
-def _read_plain_view(r: _Reader, what: str) -> JgView:
-    return _read_view(r, False, 0, what)
-
-
-def _read_merge_view(r: _Reader, what: str) -> JgView:
-    return _read_view(r, True, 0, what)
-
-
-# ------------------------------------------------------------------------------------------------ header bodies
-# Each reads one header body and returns (kind, fields), mirroring the header class's readFrom.
-
-def _unicast_body(r: _Reader) -> tuple[str, dict[str, Any]]:
-    """UNICAST$UnicastHeader: type; DATA: seqno i64, conn_id i16, first; ACK: seqno; SEND_FIRST_SEQNO: nothing."""
-    kind = _kind(UNICAST_KINDS, r.i8("UnicastHeader type"))
-    if kind == "DATA":
-        return kind, {"seqno": r.i64("seqno"), "conn_id": r.i16("conn_id"), "first": r.boolean("first")}
-    if kind == "ACK":
-        return kind, {"seqno": r.i64("seqno")}
-    return kind, {}
-
-
-def _unicast2_body(r: _Reader) -> tuple[str, dict[str, Any]]:
-    """UNICAST2$Unicast2Header: type; DATA: seqno i64, conn_id i16, first; XMIT_REQ and STABLE: seqno, high_seqno
-    (no conn_id); SEND_FIRST_SEQNO: seqno."""
-    kind = _kind(UNICAST2_KINDS, r.i8("Unicast2Header type"))
-    if kind == "DATA":
-        return kind, {"seqno": r.i64("seqno"), "conn_id": r.i16("conn_id"), "first": r.boolean("first")}
-    if kind in ("XMIT_REQ", "STABLE"):
-        return kind, {"seqno": r.i64("seqno"), "high_seqno": r.i64("high_seqno")}
-    if kind == "SEND_FIRST_SEQNO":
-        return kind, {"seqno": r.i64("seqno")}
-    return kind, {}
-
-
-def _range(r: _Reader, what: str) -> tuple[int, int]:
-    return r.i64(f"{what} low"), r.i64(f"{what} high")
-
-
-def _nakack_body(r: _Reader) -> tuple[str, dict[str, Any]]:
-    """pbcast.NakAckHeader: type; MSG and XMIT_RSP: seqno; XMIT_REQ: Range (presence, low, high) and the
-    original sender."""
-    kind = _kind(NAKACK_KINDS, r.i8("NakAckHeader type"))
-    if kind in ("MSG", "XMIT_RSP"):
-        return kind, {"seqno": r.i64("seqno")}
-    if kind == "XMIT_REQ":
-        return kind, {"range": _read_streamable(r, _range, "range"), "sender": _read_address(r, "sender")}
-    return kind, {}
-
-
-def _stable_body(r: _Reader) -> tuple[str, dict[str, Any]]:
-    """pbcast.STABLE$StableHeader: type i32, then the Digest as a streamable."""
-    kind = _kind(STABLE_KINDS, r.i32("StableHeader type"))
-    return kind, {"digest": _read_streamable(r, _read_digest, "stable digest")}
-
-
-def _join_rsp(r: _Reader, what: str) -> dict[str, Any]:
-    """pbcast.JoinRsp: view, digest (both streamables), fail_reason (Util string)."""
-    return {"view": _read_streamable(r, _read_plain_view, f"{what} view"),
-            "digest": _read_streamable(r, _read_digest, f"{what} digest"),
-            "fail_reason": _read_string(r, f"{what} fail_reason")}
-
-
-def _merge_id(r: _Reader, what: str) -> tuple[JgAddress, int]:
-    """util.MergeId: initiator address, id i32."""
-    return _read_address(r, f"{what} initiator"), r.i32(f"{what} id")
-
-
-def _gms_body(r: _Reader) -> tuple[str, dict[str, Any]]:
-    """pbcast.GMS$GmsHeader: every field, always (type, merge-view flag, view, mbr, mbrs, join_rsp, my_digest,
-    merge_id, merge_rejected, useFlushIfPresent)."""
-    kind = _kind(GMS_KINDS, r.i8("GmsHeader type"))
-    is_merge_view = r.boolean("GmsHeader merge view flag")
-    view = _read_streamable(r, _read_merge_view if is_merge_view else _read_plain_view, "GmsHeader view")
-    return kind, {
-        "view": view,
-        "mbr": _read_address(r, "GmsHeader mbr"),
-        "mbrs": _read_addresses(r, "GmsHeader mbrs"),
-        "join_rsp": _read_streamable(r, _join_rsp, "GmsHeader join_rsp"),
-        "my_digest": _read_streamable(r, _read_digest, "GmsHeader my_digest"),
-        "merge_id": _read_streamable(r, _merge_id, "GmsHeader merge_id"),
-        "merge_rejected": r.boolean("GmsHeader merge_rejected"),
-        "useFlushIfPresent": r.boolean("GmsHeader useFlushIfPresent"),
-    }
-
-
-def _ping_data(r: _Reader, what: str) -> dict[str, Any]:
-    """PingData: own_addr, view (Util.readView), view_id (Util.readViewId), is_server, logical_name,
-    physical_addrs."""
-    return {"own_addr": _read_address(r, f"{what} own_addr"),
-            "view": _read_optional_view(r, f"{what} view"),
-            "view_id": _read_optional_view_id(r, f"{what} view_id"),
-            "is_server": r.boolean(f"{what} is_server"),
-            "logical_name": _read_string(r, f"{what} logical_name"),
-            "physical_addrs": _read_addresses(r, f"{what} physical_addrs")}
-
-
-def _ping_body(r: _Reader) -> tuple[str, dict[str, Any]]:
-    """PingHeader (PING, TCPPING, ...): type, PingData (streamable), cluster_name, view_id (set by MERGE2's
-    merge-triggered discovery)."""
-    kind = _kind(PING_KINDS, r.i8("PingHeader type"))
-    return kind, {"data": _read_streamable(r, _ping_data, "PingData"),
-                  "cluster_name": _read_string(r, "cluster_name"),
-                  "view_id": _read_optional_view_id(r, "PingHeader view_id")}
-
-
-def _verify_suspect_body(r: _Reader) -> tuple[str, dict[str, Any]]:
-    """VERIFY_SUSPECT$VerifyHeader: type i16, from."""
-    kind = _kind(VERIFY_SUSPECT_KINDS, r.i16("VerifyHeader type"))
-    return kind, {"from": _read_address(r, "VerifyHeader from")}
-
-
-def _fd_all_body(r: _Reader) -> tuple[str, dict[str, Any]]:
-    """FD_ALL$HeartbeatHeader: an empty body."""
-    return "HEARTBEAT", {}
-
-
-def _fd_body(r: _Reader) -> tuple[str, dict[str, Any]]:
-    """FD$FdHeader: type, mbrs (Util.writeAddresses), from."""
-    kind = _kind(FD_KINDS, r.i8("FdHeader type"))
-    return kind, {"mbrs": _read_addresses(r, "FdHeader mbrs"), "from": _read_address(r, "FdHeader from")}
-
-
-def _fd_sock_ip(r: _Reader, what: str) -> JgIpAddress:
-    return _read_ip_address(r, what)
-
-
-def _fd_sock_body(r: _Reader) -> tuple[str, dict[str, Any]]:
-    """FD_SOCK$FdHeader: type, mbr, sock_addr (streamable IpAddress), cachedAddrs (i32 count, then pairs of an
-    address and a streamable IpAddress), mbrs (i32 count, then addresses)."""
-    kind = _kind(FD_SOCK_KINDS, r.i8("FD_SOCK header type"))
-    mbr = _read_address(r, "FD_SOCK mbr")
-    sock_addr = _read_streamable(r, _fd_sock_ip, "FD_SOCK sock_addr")
-    cached = []
-    for i in range(r.i32("FD_SOCK cachedAddrs count")):
-        key = _read_address(r, f"FD_SOCK cachedAddrs[{i}]")
-        cached.append((key, _read_streamable(r, _fd_sock_ip, f"FD_SOCK cachedAddrs[{i}] value")))
-    mbrs = tuple(_read_address(r, f"FD_SOCK mbrs[{i}]") for i in range(r.i32("FD_SOCK mbrs count")))
-    # as readFrom leaves them: a count of 0 (or less) is null
-    return kind, {"mbr": mbr, "sock_addr": sock_addr, "cachedAddrs": tuple(cached) or None, "mbrs": mbrs or None}
-
-
-def _frag_body(r: _Reader) -> tuple[str, dict[str, Any]]:
-    """FragHeader (FRAG2): id i64, frag_id i32, num_frags i32."""
-    return "FRAG", {"id": r.i64("FragHeader id"), "frag_id": r.i32("frag_id"), "num_frags": r.i32("num_frags")}
-
-
-def _fc_body(r: _Reader) -> tuple[str, dict[str, Any]]:
-    """FcHeader (UFC, MFC, FC): type."""
-    return _kind(FC_KINDS, r.i8("FcHeader type")), {}
-
-
-def _tp_body(r: _Reader) -> tuple[str, dict[str, Any]]:
-    """TpHeader: channel_name (writeUTF): the cluster name the receiving transport matches."""
-    return "TP", {"channel_name": r.utf("TpHeader channel_name")}
-
-
-_BODY_READERS: dict[int, Callable[[_Reader], tuple[str, dict[str, Any]]]] = {
-    MAGIC_UNICAST: _unicast_body, MAGIC_UNICAST2: _unicast2_body, MAGIC_NAKACK: _nakack_body,
-    MAGIC_STABLE: _stable_body, MAGIC_GMS: _gms_body, MAGIC_PING: _ping_body,
-    MAGIC_VERIFY_SUSPECT: _verify_suspect_body, MAGIC_FD_ALL: _fd_all_body, MAGIC_FD: _fd_body,
-    MAGIC_FD_SOCK: _fd_sock_body, MAGIC_FRAG: _frag_body, MAGIC_FC: _fc_body, MAGIC_TP: _tp_body,
+_BUILDERS: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "uuid": lambda f: JgUUID(f["msb"], f["lsb"], f["additional_data"]),
+    "ip_address": _ip_address,
+    "view_id": lambda f: JgViewId(f["coord"], f["id"]),
+    "view": lambda f: JgView(f["view_id"], f["members"], f["payload"], f.get("subgroups")),
+    "digest_entry": lambda f: JgDigestEntry(f["member"], f["low"], f["highest_delivered"], f["highest_received"]),
+    "tuple": lambda f: tuple(f.values()),
 }
+_COMPILER = Compiler(layout.DEFINITIONS, _BUILDERS, layout.MAX_NESTING)
+_read_version, _read_datagram_flags = (_COMPILER.value(node, "datagram") for node in layout.DATAGRAM)
+_read_bundle = _COMPILER.value(layout.BUNDLE)
+_read_more = _COMPILER.value(layout.BUNDLE_MORE, "bundle")
+_read_message_head = _COMPILER.value(layout.MESSAGE)
+_read_header_count = _COMPILER.value(layout.HEADER_COUNT, "message")
+_read_header_ids = _COMPILER.record(layout.HEADER, "header")
+_BODY_READERS: dict[int, Callable[[Reader], tuple[str, dict[str, Any]]]] = {
+    magic: _COMPILER.header(spec) for magic, spec in layout.HEADERS.items()}
 DECODED_MAGICS = frozenset(_BODY_READERS)
+_read_address = _COMPILER.value(layout.DEFINITIONS["address"])
 
 
 # ------------------------------------------------------------------------------------------------ decoding
@@ -718,14 +271,12 @@ class _Partial(Exception):
         self.headers = headers
 
 
-def _read_headers(r: _Reader) -> tuple[JgHeader, ...]:
-    count = r.i16("header count")
-    if count < 0:
-        raise WireError("absurd", f"negative header count {count}")
+def _read_headers(r: Reader) -> tuple[JgHeader, ...]:
+    count = _read_header_count(r)
     headers: list[JgHeader] = []
     for i in range(count):
-        proto_id = r.i16(f"header {i} protocol id")
-        magic = r.i16(f"header {i} magic number")
+        ids = _read_header_ids(r)
+        proto_id, magic = ids["proto_id"], ids["magic"]
         reader = _BODY_READERS.get(magic)
         if reader is None:
             name = MAGIC_NUMBERS.get(magic, "not in jg-magic-map.xml")
@@ -738,16 +289,11 @@ def _read_headers(r: _Reader) -> tuple[JgHeader, ...]:
     return tuple(headers)
 
 
-def _read_message(r: _Reader, bundle: tuple[JgAddress, JgAddress] | None) -> JgMessage:
+def _read_message(r: Reader, bundle: tuple[JgAddress, JgAddress] | None) -> JgMessage:
     """Message.readFrom; `bundle` is (dest, src) of a LIST, which set the message's dest and missing src."""
     start = r.pos
-    leading = r.u8("leading byte")
-    if leading & ~_LEADING_ALL:
-        raise WireError("absurd", f"leading byte 0x{leading:02x} has bits Message.writeTo never sets")
-    flags = r.u8("message flags")
-    dest = _read_address(r, "dest") if leading & DEST_SET else None
-    src = _read_address(r, "src") if leading & SRC_SET else None
-    payload = r.take(r.i32("buffer length"), "buffer") if leading & BUF_SET else None
+    head = _read_message_head(r)
+    flags, dest, src, payload = head["flags"], head.get("dest"), head.get("src"), head.get("buffer")
     if bundle is not None:
         dest = bundle[0]
         src = src if src is not None else bundle[1]
@@ -761,7 +307,7 @@ def _read_message(r: _Reader, bundle: tuple[JgAddress, JgAddress] | None) -> JgM
 def decode_message(data: bytes) -> JgMessage:
     """Decode one message as `Message.writeTo` writes it (what the JGroups node's trace protocol hands over; not a
     datagram: no version, no transport flags); WireError if it is not one."""
-    return _read_message(_Reader(bytes(data)), None)
+    return _read_message(Reader(bytes(data)), None)
 
 
 def looks_like(data: bytes) -> bool:
@@ -779,25 +325,23 @@ def decode_datagram(data: bytes) -> JgDatagram:
 
     Bytes after the message (or after a bundle's terminator) are ignored, as JGroups ignores them."""
     data = bytes(data)
-    r = _Reader(data)
-    version = r.u16("version")
+    r = Reader(data)
+    version = _read_version(r)
     major_minor = ((version & VERSION_MAJOR_MASK) >> VERSION_MAJOR_SHIFT,
                    (version & VERSION_MINOR_MASK) >> VERSION_MINOR_SHIFT)
     if major_minor != COMPATIBLE_MAJOR_MINOR:
         raise WireError("version", f"version {version_text(version)} (0x{version:04x}) is not binary "
                                    f"compatible with {version_text(VERSION)}")
-    flags = r.u8("datagram flags")
-    if flags & ~_TP_FLAGS_ALL:
-        raise WireError("absurd", f"datagram flags 0x{flags:02x} have bits TP never sets")
+    flags = _read_datagram_flags(r)
     if not flags & TP_LIST:
         message = _read_message(r, None)
         return JgDatagram(version, flags, (message,), partial=message.partial, raw=data)
-    list_dest = _read_address(r, "bundle dest")
-    list_src = _read_address(r, "bundle src")
+    bundle = _read_bundle(r)
+    list_dest, list_src = bundle["dest"], bundle["src"]
     prefix_len = r.pos
     messages: list[JgMessage] = []
     partial = None
-    while r.boolean(f"bundle presence byte {len(messages)}"):
+    while _read_more(r):
         message = _read_message(r, (list_dest, list_src))
         messages.append(message)
         if message.partial:
@@ -895,7 +439,7 @@ def _encode_digest(entries: Iterable[JgDigestEntry]) -> bytes:
 
 def _header(proto_id: int, magic: int, body: bytes) -> JgHeader:
     """A header from its body bytes, its kind and fields read back by the decoder (so they agree)."""
-    r = _Reader(body)
+    r = Reader(body)
     kind, fields = _BODY_READERS[magic](r)
     if r.pos != len(body):
         raise ValueError(f"header body of {len(body)} bytes, {r.pos} read")

@@ -62,7 +62,8 @@ AGENT_MODULES = ("chaos/__init__.py", "chaos/faults/__init__.py", "chaos/faults/
                  "chaos/faults/msgrules.py", "chaos/host/__init__.py", "chaos/host/netns.py", "chaos/host/priority.py",
                  "chaos/host/proc.py", "chaos/net/__init__.py", "chaos/net/shaper", "chaos/wire/__init__.py",
                  "chaos/wire/agent.py", "chaos/wire/capture.py", "chaos/wire/dissect.py", "chaos/wire/inject.py",
-                 "chaos/wire/probe.py", "jgnode/__init__.py", "jgnode/wire.py")
+                 "chaos/wire/probe.py", "jgnode/__init__.py", "jgnode/grammar.py", "jgnode/layout.py",
+                 "jgnode/reader.py", "jgnode/wire.py")
 # What they import lazily: the scapy dissector, once a message rule exists.
 AGENT_LAZY_IMPORTS = ("chaos.wire.dissect",)
 
