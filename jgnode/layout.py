@@ -261,7 +261,7 @@ HEADERS: dict[int, Header] = {h.magic: h for h in (
                         2: (_SEQNO,), 3: (_SEQNO, Int("high_seqno", "i64", info="named"))}),)),
     # type; MSG and XMIT_RSP: seqno; XMIT_REQ: Range (a streamable: presence, low, high), the original sender
     Header(MAGIC_NAKACK, "nakack", Int("type", "i8", keep=False), NAKACK_KINDS, (
-        Switch("type", {1: (_SEQNO,), 3: (_SEQNO,), 2: (Opt(_RANGE), _address("sender", info="named"))}),)),
+        Switch("type", {1: (_SEQNO,), 3: (_SEQNO,), 2: (Opt(_RANGE), _address("sender"))}),)),
     # type i32, then the Digest as a streamable
     Header(MAGIC_STABLE, "stable", Int("type", "i32", keep=False), STABLE_KINDS, (
         Opt(Use("digest", "digest")),)),

@@ -8,7 +8,9 @@ the same layout in Python, and the tests hold it to the codec's own decoding of 
 drift from what the nodes send.
 
 The dissector is registered on UDP port `node.wire.DATA_PORT` (7100) and as a UDP heuristic (our magic and a
-version the codec speaks) for other ports. The Info column reads like `UnicastData seqno=21 conn_id=8192
+version the codec speaks) for other ports. On its port it declines a datagram without our magic, so the
+heuristics (the JGroups dissector's among them: `chaos.wire.wireshark_jgroups`) get the real JGroups' traffic on
+that port. The Info column reads like `UnicastData seqno=21 conn_id=8192
 first=0`, one entry per bundled message. A datagram the codec would refuse (truncated, an absurd length or count,
 an unknown type, trailing bytes) is marked with the expert info `splitlab.malformed` ("[Malformed]" in the Info
 column) at the first problem, never a Lua error: every read is bounds-checked first.
@@ -21,13 +23,12 @@ import struct
 from pathlib import Path
 from typing import Any
 
+from chaos.wire.lua import install_plugin, lua_str
 from node import wire
 from node.auth import TAG_BYTES
-from node.errors import EnvironmentProblem
 
 PROTO = "splitlab"
 PLUGIN_FILE = "splitlab.lua"
-DEFAULT_PLUGIN_DIR = Path.home() / ".local" / "lib" / "wireshark" / "plugins"
 _WIDTH = {"u8": 1, "u16": 2, "u32": 4, "u64": 8, "bool": 1}
 
 
@@ -76,10 +77,6 @@ def _abbr(cls: type[wire.Message], field: str) -> str:
     return f"{PROTO}.{cls.__name__.lower()}.{field}"
 
 
-def _lua_str(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
 def _field_decls(cls: type[wire.Message]) -> list[str]:
     """ProtoField declarations of one message type's fields (`F["<abbr>"]`)."""
     out = []
@@ -88,34 +85,34 @@ def _field_decls(cls: type[wire.Message]) -> list[str]:
             abbr = _abbr(cls, name)
             if kind in ("u8", "u16", "u32", "u64", "bool"):
                 ctor = {"u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64", "bool": "uint8"}[kind]
-                out.append(f'F[{_lua_str(abbr)}] = ProtoField.{ctor}({_lua_str(abbr)}, {_lua_str(name)}, base.DEC)')
+                out.append(f'F[{lua_str(abbr)}] = ProtoField.{ctor}({lua_str(abbr)}, {lua_str(name)}, base.DEC)')
             elif kind == "payload":
-                out.append(f'F[{_lua_str(abbr + "_len")}] = ProtoField.uint32({_lua_str(abbr + "_len")}, '
-                           f'{_lua_str(name + " length")}, base.DEC)')
-                out.append(f'F[{_lua_str(abbr)}] = ProtoField.bytes({_lua_str(abbr)}, {_lua_str(name)})')
+                out.append(f'F[{lua_str(abbr + "_len")}] = ProtoField.uint32({lua_str(abbr + "_len")}, '
+                           f'{lua_str(name + " length")}, base.DEC)')
+                out.append(f'F[{lua_str(abbr)}] = ProtoField.bytes({lua_str(abbr)}, {lua_str(name)})')
             elif kind == "seqnos":
-                out.append(f'F[{_lua_str(abbr + "_count")}] = ProtoField.uint16({_lua_str(abbr + "_count")}, '
-                           f'{_lua_str(name + " count")}, base.DEC)')
-                out.append(f'F[{_lua_str(abbr)}] = ProtoField.uint64({_lua_str(abbr)}, {_lua_str(name)}, base.DEC)')
+                out.append(f'F[{lua_str(abbr + "_count")}] = ProtoField.uint16({lua_str(abbr + "_count")}, '
+                           f'{lua_str(name + " count")}, base.DEC)')
+                out.append(f'F[{lua_str(abbr)}] = ProtoField.uint64({lua_str(abbr)}, {lua_str(name)}, base.DEC)')
             else:  # name_list, names
-                out.append(f'F[{_lua_str(abbr)}] = ProtoField.string({_lua_str(abbr)}, {_lua_str(name)})')
+                out.append(f'F[{lua_str(abbr)}] = ProtoField.string({lua_str(abbr)}, {lua_str(name)})')
     return out
 
 
 def _read_call(cls: type[wire.Message], kind: str, field: str) -> str:
     """The Lua call reading one (kind, field) of a body: it returns the next position, or nil when malformed."""
-    f = f"F[{_lua_str(_abbr(cls, field))}]"
-    label = _lua_str(field)
+    f = f"F[{lua_str(_abbr(cls, field))}]"
+    label = lua_str(field)
     if kind in _WIDTH:  # u8..u64 and bool (a byte 0 or 1)
         flag = "true" if kind == "bool" else "false"
         return f"num(tvb, pos, stop, {_WIDTH[kind]}, tree, {f}, sum, {label}, {flag})"
     if kind == "payload":
-        return f"payload(tvb, pos, stop, tree, F[{_lua_str(_abbr(cls, field) + '_len')}], {f}, sum, {label})"
+        return f"payload(tvb, pos, stop, tree, F[{lua_str(_abbr(cls, field) + '_len')}], {f}, sum, {label})"
     if kind == "seqnos":
-        return f"seqnos(tvb, pos, stop, tree, F[{_lua_str(_abbr(cls, field) + '_count')}], {f}, sum, {label})"
+        return f"seqnos(tvb, pos, stop, tree, F[{lua_str(_abbr(cls, field) + '_count')}], {f}, sum, {label})"
     if kind == "name_list":
-        fields = ", ".join(f"F[{_lua_str(_abbr(cls, n))}]" for n in field.split())
-        labels = ", ".join(_lua_str(n) for n in field.split())
+        fields = ", ".join(f"F[{lua_str(_abbr(cls, n))}]" for n in field.split())
+        labels = ", ".join(lua_str(n) for n in field.split())
         return f"names(tvb, pos, stop, tree, {{{fields}}}, {{{labels}}}, sum)"
     if kind == "names":
         return f"names(tvb, pos, stop, tree, {f}, {label}, sum)"
@@ -320,6 +317,8 @@ local function dissect(tvb, pinfo, tree)
 end
 
 function P.dissector(tvb, pinfo, tree)
+  -- another wire on our port (the real JGroups' nodes use the same data port): not ours, let the heuristics try
+  if tvb:len() >= 2 and tvb(0, 2):string() ~= "SL" then return 0 end
   return dissect(tvb, pinfo, tree)
 end
 
@@ -339,7 +338,7 @@ P:register_heuristic("udp", heuristic)
 def lua() -> str:
     """The dissector's Lua source for every message type registered in `node.wire`."""
     types = sorted(wire.message_types().items())
-    names = "{" + ", ".join(f"[{code}] = {_lua_str(cls.__name__)}" for code, cls in types) + "}"
+    names = "{" + ", ".join(f"[{code}] = {lua_str(cls.__name__)}" for code, cls in types) + "}"
     values = {"proto": PROTO, "names": names, "version": wire.VERSION, "signed": wire.SIGNED, "tag": TAG_BYTES,
               "head": wire.HEAD_BYTES, "max_sender": wire.MAX_SENDER_BYTES, "max_messages": wire.MAX_MESSAGES,
               "port": wire.DATA_PORT}
@@ -354,12 +353,4 @@ def lua() -> str:
 def install(plugin_dir: Path | None = None) -> Path:
     """Write the dissector into `plugin_dir` (default: Wireshark's personal Lua plugin folder); returns its path.
     Raises `EnvironmentProblem` when it cannot be written."""
-    folder = plugin_dir or DEFAULT_PLUGIN_DIR
-    path = folder / PLUGIN_FILE
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        path.write_text(lua(), encoding="utf-8")
-    except OSError as exc:
-        raise EnvironmentProblem(f"cannot write the dissector to {path}: {exc}",
-                                 hint="choose another folder with --dir (`tshark -G folders` lists them)") from None
-    return path
+    return install_plugin(plugin_dir, PLUGIN_FILE, lua())
