@@ -122,7 +122,7 @@ class Compiler:
     def _int(node: Int, what: str) -> Read:
         fmt = struct.Struct("!" + _FORMATS[node.kind])
         size = fmt.size
-        checked = node.valid is not None or node.mask is not None or node.minimum is not None
+        checked = _checked(node)
 
         def read_int(r: Reader) -> Any:
             pos = r.pos
@@ -246,12 +246,16 @@ class Compiler:
     # -------------------------------------------------------------------------------------------- fields
 
     def steps(self, fields: tuple[Field, ...], what: str) -> list[Step]:
-        """The steps reading `fields` into a dict: a run of Ints is one unpack, then their checks."""
+        """The steps reading `fields` into a dict: a run of Ints is one unpack; an Int with a check ends its run,
+        so the check comes right after its bytes, as when read one by one (the dissector's order)."""
         steps: list[Step] = []
         run: list[Int] = []
         for f in fields + (None,):
             if isinstance(f, Int):
                 run.append(f)
+                if _checked(f):
+                    steps.append(self._ints(run, what))
+                    run = []
                 continue
             if run:
                 steps.append(self._ints(run, what))
@@ -295,7 +299,7 @@ class Compiler:
         names = tuple(i.name for i in ints)
         size = fmt.size
         where = f"{what} {', '.join(names)}".strip()
-        checks = [i for i in ints if i.valid is not None or i.mask is not None or i.minimum is not None]
+        checks = [i for i in ints if _checked(i)]
 
         def ints_step(r: Reader, vals: dict) -> None:
             pos = r.pos
@@ -351,6 +355,10 @@ class Compiler:
             kind = kinds.get(code)
             return (kind if kind is not None else f"UNKNOWN_{code}"), vals
         return read_header
+
+
+def _checked(node: Int) -> bool:
+    return node.valid is not None or node.mask is not None or node.minimum is not None
 
 
 def _check(node: Int, value: int, what: str, offset: int) -> None:

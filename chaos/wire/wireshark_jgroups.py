@@ -441,7 +441,11 @@ local function read_message(st, pos, kids, index, info)
   kids[#kids + 1] = rec
   local entry, quiet, ranked = {}, {}, {}
   local function finish(p)
+    table.sort(ranked, function(a, b) return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2]) end)
+    for _, r in ipairs(ranked) do entry[#entry + 1] = r[3] end
+    if st.undecodable then entry[#entry + 1] = st.undecodable_text end
     local text = table.concat(#entry > 0 and entry or quiet, ", ")
+    if text == "" then text = "no headers" end
     rec.e, rec.v, rec.label = p, text, "Message " .. index .. ": " .. text
     info[#info + 1] = text
   end
@@ -462,7 +466,7 @@ local function read_message(st, pos, kids, index, info)
       if st.stop > p then hrec.kids[#hrec.kids + 1] = {f = F["%(proto)s.undecodable_bytes"], s = p, e = st.stop} end
       st.undecodable = "message " .. index .. ", header " .. i .. " of " .. count .. ": " .. text ..
                        "; a header body has no length, so the rest of the datagram is unknown"
-      entry[#entry + 1] = text
+      st.undecodable_text = text
       finish(st.stop)
       return nil
     end
@@ -479,8 +483,6 @@ local function read_message(st, pos, kids, index, info)
     if spec.quiet then quiet[#quiet + 1] = text
     else ranked[#ranked + 1] = {RANK[vals.magic] or 1000, i, text} end
   end
-  table.sort(ranked, function(a, b) return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2]) end)
-  for _, r in ipairs(ranked) do entry[#entry + 1] = r[3] end
   finish(p)
   return p
 end

@@ -34,11 +34,12 @@ def sample(cls: type[wire.Message]) -> wire.Message:
     return cls(**values)
 
 
-def run_tshark(lua: Path, pcap: Path, *args: str) -> str:
-    """tshark's output for `pcap` with the dissector `lua` and `args`; no Lua error may show."""
+def run_tshark(lua: Path | list[Path], pcap: Path, *args: str) -> str:
+    """tshark's output for `pcap` with the dissector `lua` (or several) and `args`; no Lua error may show."""
     if TSHARK is None:  # a failure, not a skip: `make test` installs it (images/host-deps.sh)
         pytest.fail("tshark is not installed: run 'make host-deps' (or apt-get install -y tshark)", pytrace=False)
-    done = subprocess.run([TSHARK, "-n", "-X", f"lua_script:{lua}", "-r", str(pcap), *args],
+    scripts = [arg for script in (lua if isinstance(lua, list) else [lua]) for arg in ("-X", f"lua_script:{script}")]
+    done = subprocess.run([TSHARK, "-n", *scripts, "-r", str(pcap), *args],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and "Lua Error" not in done.stdout + done.stderr, done.stderr[-3000:]
     return done.stdout
