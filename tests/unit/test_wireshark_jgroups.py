@@ -471,6 +471,11 @@ def test_jgroups_on_another_port_is_found_by_its_version(tmp_path) -> None:
     rows = tshark_columns(tmp_path, packets, "frame.protocols", splitlab_too=True)
     tops = [row[0].split(":")[-1] for row in rows]
     assert tops == ["jgroups", "splitlab", "jgroups", "data", "data"]
+    short = b"\x13\x02\x04"  # too short for the heuristic: only the ports 7800-7810 take it, as malformed
+    rows = tshark_columns(tmp_path, [packet(short, 40000, p) for p in (7799, 7800, 7810, 7811)], "frame.protocols",
+                          "_ws.col.Info")
+    assert [(row[0].split(":")[-1], row[1].startswith("[Malformed]")) for row in rows] == \
+        [("data", False), ("jgroups", True), ("jgroups", True), ("data", False)]
     (decoded,) = tshark_frames(tmp_path, [packets[0]], splitlab_too=True)
     assert_datagram(decoded, jg.decode_datagram(frame), "on port 7100")
 
@@ -487,6 +492,8 @@ def test_splitlab_wireshark_prints_and_installs_both_dissectors(tmp_path, capsys
     assert (tmp_path / "both" / "splitlab_jgroups.lua").read_text() == wireshark_jgroups.lua()
     assert splitlab(["wireshark", "install", "--kind", "jgroups", "--dir", str(tmp_path / "one")]) == 0
     assert [p.name for p in (tmp_path / "one").iterdir()] == ["splitlab_jgroups.lua"]
+    assert splitlab(["wireshark", "install", "--kind", "splitlab", "--dir", str(tmp_path / "other")]) == 0
+    assert [p.name for p in (tmp_path / "other").iterdir()] == ["splitlab.lua"]
     (tmp_path / "file").write_text("")
     assert splitlab(["wireshark", "install", "--kind", "jgroups", "--dir", str(tmp_path / "file")]) == 1
 
