@@ -91,15 +91,13 @@ def analyze(run_dir: Path | str, master: str | None = None, params: Mapping[str,
     Without `spark`, the run goes to the warm analysis service when it is up on that master (`pipeline.service`).
     The verdict comes first: summary.json is written as soon as the checks are done (`analysis.verdict_s`) and
     `on_verdict(summary)` called, then the tables and the report follow and summary.json is written again with
-    their paths (a served analysis calls `on_verdict` when it returns).
+    their paths (a served analysis the same: the service sends the verdict when its checks are done).
     Raises `UsageError` for a bad run directory or bad parameters, `EnvironmentProblem` when Spark cannot start.
     """
     step = steps or _no_progress
     if spark is None:
-        served = _served(run_dir, master, params, report, step, diagram or DiagramOptions())
+        served = _served(run_dir, master, params, report, step, diagram or DiagramOptions(), on_verdict)
         if served is not None:
-            if on_verdict is not None:
-                on_verdict(served)
             return served
     started = time.monotonic()
     run = locate(run_dir)
@@ -160,19 +158,31 @@ def analyze(run_dir: Path | str, master: str | None = None, params: Mapping[str,
 
 
 def _served(run_dir: Path | str, master: str | None, params: Mapping[str, Mapping[str, Any]] | None, report: bool,
-            step: StepReporter, diagram: DiagramOptions) -> Summary | None:
+            step: StepReporter, diagram: DiagramOptions,
+            on_verdict: Callable[[Summary], None] | None) -> Summary | None:
     """The analysis done by the warm service (`pipeline.service`) when it is up on the master asked for, else
-    None (the caller analyses in its own process)."""
+    None (the caller analyses in its own process). The service sends the verdict's summary when its checks are
+    done: `on_verdict` is called then (or with the result, from a service that does not send it)."""
     running = service_client.status()
     if running is None or running["master"] != resolve_master(master):
         return None
     conn = service_client.Connection.open()
     if conn is None:
         return None  # it stopped between the two requests
-    result = conn.request("analyze", steps=step, run_dir=str(Path(run_dir).absolute()),
-                          params={k: dict(v) for k, v in (params or {}).items()}, report=report,
-                          diagram=diagram.to_dict())
-    return Summary.from_dict(result)
+    told: list[Summary] = []
+
+    def early(data: dict[str, Any]) -> None:
+        told.append(Summary.from_dict(data))
+        if on_verdict is not None:
+            on_verdict(told[-1])
+
+    result = Summary.from_dict(conn.request("analyze", steps=step, on_verdict=early,
+                                            run_dir=str(Path(run_dir).absolute()),
+                                            params={k: dict(v) for k, v in (params or {}).items()}, report=report,
+                                            diagram=diagram.to_dict()))
+    if not told and on_verdict is not None:
+        on_verdict(result)
+    return result
 
 
 def _write_report(tables: Tables, summary: Summary, run: RunFiles, options: DiagramOptions, data: PlotData) -> None:

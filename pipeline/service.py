@@ -116,7 +116,8 @@ class _Handler(socketserver.StreamRequestHandler):
             raise UsageError(f"check parameters must be an object, not {type(params).__name__}")
         summary = analyze(run_dir, params=params, spark=self.server.spark,
                           report=bool(request.get("report", True)), steps=step,
-                          diagram=DiagramOptions.from_dict(request.get("diagram")))
+                          diagram=DiagramOptions.from_dict(request.get("diagram")),
+                          on_verdict=lambda early: self.send({"verdict": early.to_dict()}))
         with self.server.count_lock:
             self.server.analyses += 1
         return summary.to_dict()

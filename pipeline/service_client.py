@@ -2,8 +2,8 @@
 
 The protocol is JSON lines over a Unix socket. The client sends one request line (`{"op": "analyze" | "status" |
 "stop", ...}`); the service answers with zero or more step lines (`{"step": LABEL, "phase": "start" | "end"}`,
-only for `analyze`) and one final line: `{"result": {...}}` or `{"error": {"type", "message", "hint"}}`. An
-error of splitlab's hierarchy comes back as the same class, so a caller cannot tell a served analysis from one
+only for `analyze`, which also sends one `{"verdict": SUMMARY}` line as soon as the checks are done) and one
+final line: `{"result": {...}}` or `{"error": {"type", "message", "hint"}}`. An error of splitlab's hierarchy comes back as the same class, so a caller cannot tell a served analysis from one
 run in its own process, except that it took a warm JVM.
 """
 from __future__ import annotations
@@ -83,8 +83,10 @@ class Connection:
         self.reader.close()
         self.sock.close()
 
-    def request(self, op: str, steps: StepReporter | None = None, **fields: Any) -> dict[str, Any]:
-        """Send one request; enter and leave `steps(label)` as the service reports its steps; return the result.
+    def request(self, op: str, steps: StepReporter | None = None,
+                on_verdict: Callable[[dict[str, Any]], None] | None = None, **fields: Any) -> dict[str, Any]:
+        """Send one request; enter and leave `steps(label)` as the service reports its steps, call `on_verdict`
+        with the summary of an analysis as soon as its checks are done (a `verdict` line); return the result.
 
         Raises the service's error as the same `SplitlabError` class, `EnvironmentProblem` if the service goes
         away before it answers.
@@ -97,6 +99,9 @@ class Connection:
                         open_step.close()
                         if line.get("phase") == "start" and steps is not None:
                             open_step.enter_context(steps(str(line["step"])))
+                    elif "verdict" in line:
+                        if on_verdict is not None:
+                            on_verdict(dict(line["verdict"]))
                     elif "error" in line:
                         _raise(line["error"])
                     elif "result" in line:

@@ -43,12 +43,38 @@ def _console() -> Console:
     return Console(highlight=False)
 
 
-def _print_result(console: Console, result: Any, progress_: Any) -> None:
-    title = escape(f"run {result.run_id} [{result.variant or 'default'}, seed {result.seed}]")
-    console.print(progress_.verdict_table(title, result.verdict.outcomes, result.verdict.held))
-    if result.verdict.note:
-        console.print(f"[dim]{result.verdict.note}[/dim]")
-    console.print(f"run directory: {result.run_dir}", highlight=False)
+class _VerdictPrinter:
+    """Prints a run's verdict table once: when the harness tells it (the checks are done, the report still to
+    come), or with the result if it never did."""
+
+    def __init__(self, console: Console, progress_: Any) -> None:
+        self.console = console
+        self.progress = progress_
+        self.title = ""
+        self.printed = False
+
+    def __call__(self, verdict: Any) -> None:
+        if self.printed:
+            return
+        self.printed = True
+        self.console.print(self.progress.verdict_table(self.title, verdict.outcomes, verdict.held))
+        if verdict.note:
+            self.console.print(f"[dim]{verdict.note}[/dim]")
+
+    def run(self, loaded: Any, seed: int | None, **kwargs: Any) -> Any:
+        """`runner.run` with the verdict printed as soon as it is known; returns the result."""
+        from chaos.harness import runner
+
+        self.printed = False
+        self.title = escape(f"[{loaded.variant or 'default'}, seed "
+                            f"{loaded.scenario.seed if seed is None else seed}]")
+        result = runner.run(loaded, seed=seed, progress=self.progress, on_verdict=self, **kwargs)
+        self(result.verdict)
+        return result
+
+
+def _print_result(console: Console, result: Any) -> None:
+    console.print(f"run {result.run_id}, run directory: {result.run_dir}", highlight=False)
     if result.summary is not None:
         console.print(f"summary: {result.summary_json}", highlight=False)
         if result.report_html.exists():
@@ -57,7 +83,6 @@ def _print_result(console: Console, result: Any, progress_: Any) -> None:
 
 
 def _run_all(args: argparse.Namespace, backend: str) -> int:
-    from chaos.harness import runner
     from chaos.harness.load import load_scenario
     from chaos.harness.progress import Progress
 
@@ -66,6 +91,7 @@ def _run_all(args: argparse.Namespace, backend: str) -> int:
         raise UsageError("--until-fail and --jobs go with --repeat N")
     console = _console()
     progress_ = Progress(console, quiet=args.quiet)
+    printer = _VerdictPrinter(console, progress_)
     first = load_scenario(args.scenario, args.sets, None if args.variant == "all" else args.variant)
     variants = (list(first.scenario.variants) or [None]) if args.variant == "all" else [first.variant]
     codes = []
@@ -74,9 +100,9 @@ def _run_all(args: argparse.Namespace, backend: str) -> int:
         if args.repeat is not None:
             codes.append(_repeat(console, loaded, backend, args, hosts))
             continue
-        result = runner.run(loaded, backend=backend, seed=args.seed, out=args.out, progress=progress_,
-                            report=not args.no_report, hosts=hosts)
-        _print_result(console, result, progress_)
+        result = printer.run(loaded, args.seed, backend=backend, out=args.out, report=not args.no_report,
+                             hosts=hosts)
+        _print_result(console, result)
         codes.append(result.verdict.exit_code)
     return max(codes)
 
@@ -168,7 +194,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from chaos.harness import runner, schedule as schedules
+    from chaos.harness import schedule as schedules
     from chaos.harness.load import from_data
     from chaos.harness.progress import Progress
 
@@ -189,9 +215,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
         if hosts is not None:
             progress_.say(f"on host(s) {', '.join(hosts[0].names)}"
                           f"{f' (placement {hosts[1]})' if hosts[1] else ''}")
-    result = runner.run(loaded, backend="sim" if args.sim else saved.backend, seed=saved.seed, out=args.out,
-                        progress=progress_, report=not args.no_report, replay_of=str(run_dir), hosts=hosts)
-    _print_result(console, result, progress_)
+    result = _VerdictPrinter(console, progress_).run(loaded, saved.seed, backend="sim" if args.sim else saved.backend,
+                                                     out=args.out, report=not args.no_report,
+                                                     replay_of=str(run_dir), hosts=hosts)
+    _print_result(console, result)
     return result.verdict.exit_code
 
 

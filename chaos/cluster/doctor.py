@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
+from chaos.cluster import neighbours
+
 Probe = Callable[[Sequence[str]], tuple[int, str]]
 MIN_FREE_DISK_BYTES = 2 * 1024**3
 
@@ -114,6 +116,19 @@ def check_disk(free_bytes: int, where: Path) -> Check:
                  f"free at least {MIN_FREE_DISK_BYTES // 1024**3} GiB (docker image prune, make clean)")
 
 
+def check_neighbours(probe: Probe) -> Check:
+    """How many nodes the kernel's ARP table has room for (`chaos.cluster.neighbours`); `up` raises it as root."""
+    rc, out = probe(["sysctl", "-n", "net.ipv4.neigh.default.gc_thresh3"])
+    name = "neighbour table (ARP)"
+    if rc != 0 or not out.strip().isdigit():
+        return Check(name, False, first_line(out) or "unreadable", "sysctl net.ipv4.neigh.default.gc_thresh3",
+                     required=False)
+    limit = int(out.strip())
+    nodes = neighbours.room_for(limit)
+    return Check(name, True, f"gc_thresh3 {limit}: room for {nodes} nodes; 'splitlab up' raises it for more (as "
+                             f"root)", required=False)
+
+
 def fault_backends(netem: Check, nfqueue: Check) -> dict[str, str]:
     """Which backend serves each fault on this machine."""
     link = "netem" if netem.ok else ("nfqueue (userspace shaper, seeded)" if nfqueue.ok else "none")
@@ -140,7 +155,8 @@ def run_checks(probe: Probe, images_present: Callable[[], dict[str, bool]], disk
         checks.append(check_images(images_present()))
     else:
         checks.append(Check("images built", False, "Docker not reachable", "start Docker, then make images"))
-    checks += [check_iptables_netns(probe), check_netem(probe), check_nfqueue(probe), check_java(probe)]
+    checks += [check_iptables_netns(probe), check_netem(probe), check_nfqueue(probe), check_java(probe),
+               check_neighbours(probe)]
     path = disk_path if disk_path.exists() else Path("/")
     checks.append(check_disk(shutil.disk_usage(path).free, path))
     return checks

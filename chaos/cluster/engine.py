@@ -24,6 +24,7 @@ _SERVICE_KEYS = {"image", "container_name", "hostname", "labels", "environment",
 _NETWORK_KEYS = {"driver", "labels", "enable_ipv6", "ipam"}
 _ENDPOINT_KEYS = {"aliases", "ipv6_address"}
 T = TypeVar("T")
+MAX_THREADS = 32  # engine requests in flight at once (the engine serialises much of a container's start anyway)
 
 
 @dataclass
@@ -102,7 +103,7 @@ def _start_container(client: docker.DockerClient, project: str, spec: ContainerS
 def at_once(items: Sequence[T], action: Callable[[T], Any]) -> None:
     """`action` on every item at once, one thread each (the engine works on containers in parallel). Raises the
     first item's error after every other call finished."""
-    with ThreadPoolExecutor(max_workers=max(1, len(items)), thread_name_prefix="engine") as pool:
+    with ThreadPoolExecutor(max_workers=max(1, min(MAX_THREADS, len(items))), thread_name_prefix="engine") as pool:
         for done in [pool.submit(action, item) for item in items]:
             done.result()
 

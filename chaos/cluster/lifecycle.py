@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping
 import docker
 import docker.errors
 
-from chaos.cluster import authkey, compose, engine, images, kinds
+from chaos.cluster import authkey, compose, engine, images, kinds, neighbours, scaling
 from chaos.cluster.naming import LABEL_NODE, LABEL_RUN, check_run_id, container_name, new_run_id, node_names, project_name
 from chaos.host.netns import Netns, target
 from chaos.cluster.model import Cluster, NodeInfo
@@ -30,6 +30,7 @@ from chaos.hosts.remote import RemoteHost
 from node.errors import EnvironmentProblem, SplitlabError, UsageError
 
 LABEL_DIR = "splitlab.dir"
+ENGINE_URL_POOLS = 100_000  # see docker_client
 READY_POLL_S = 0.05  # nodes hear each other within a heartbeat (250 ms) of starting: a poll adds at most this
 EXIT_LOOK_S = 1.0  # how often a starting run's containers are looked at for one that exited
 Log = Callable[[str], None]
@@ -47,9 +48,16 @@ def _quiet(_: str) -> None:
 
 
 def docker_client() -> docker.DockerClient:
-    """A Docker SDK client; raises `EnvironmentProblem` when the engine does not answer."""
+    """A Docker SDK client of the engine `DOCKER_HOST` names (default: the local socket) that threads may share;
+    raises `EnvironmentProblem` when the engine does not answer.
+
+    docker-py keeps a connection pool per request URL in an LRU of 25 and closes the least recently used one even
+    while another thread is still reading from it: 50 containers started at once (`engine.at_once`) crashed in
+    urllib3 ("'NoneType' object has no attribute 'qsize'"). `ENGINE_URL_POOLS` keeps every pool of a run open.
+    """
     try:
-        client = docker.from_env(timeout=60)
+        client = docker.DockerClient(timeout=60, num_pools=ENGINE_URL_POOLS, max_pool_size=engine.MAX_THREADS,
+                                     **docker.utils.kwargs_from_env())
         client.ping()
         return client
     except docker.errors.DockerException as exc:
@@ -144,6 +152,11 @@ def up(count: int, *, log: Log = _quiet, wait_timeout_s: float = 60, node_env: d
                          hint="drop --inventory / --ipv6, or use the splitlab kind")
     if auth and (refused := kinds.auth_refusal(kind)):
         raise UsageError(f"--auth: {refused}")
+    neighbours.ensure(count, log, ("ipv4", "ipv6") if ipv6 else ("ipv4",))
+    if kind == kinds.DEFAULT_KIND and (timing := scaling.detector_env(count)):
+        node_env = scaling.with_detector_timing(node_env, names)
+        log(f"{count} nodes: " + ", ".join(f"{k.removeprefix('SPLITLAB_').lower()}={v}" for k, v in timing.items())
+            + " (chaos.cluster.scaling), where a node's environment does not set them")
     if inventory is not None:
         return _up_multi(inventory, names, log, wait_timeout_s, node_env, runs_dir, run_id, placement, auth)
     if placement:

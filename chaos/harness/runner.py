@@ -294,9 +294,11 @@ BACKENDS = {"docker": _docker_net, "sim": _sim_net}
 
 def run(loaded: Loaded, *, backend: str = "docker", seed: int | None = None, out: Path | str | None = None,
         progress: Progress | None = None, spark: Any = None, report: bool = True, analyze: bool = True,
-        replay_of: str | None = None, hosts: Hosts = None) -> RunResult:
-    """Run `loaded` on `backend` ("docker": real containers, "sim": the simulator) and judge it. See the module
-    docstring."""
+        replay_of: str | None = None, hosts: Hosts = None,
+        on_verdict: Callable[[Verdict], None] | None = None) -> RunResult:
+    """Run `loaded` on `backend` ("docker": real containers, "sim": the simulator) and judge it; `on_verdict` is
+    called with the verdict as soon as the analysis's checks are done, before its tables and report. See the
+    module docstring."""
     check_backend(loaded, backend)
     progress = progress or Progress()
     scenario = loaded.scenario
@@ -338,7 +340,7 @@ def run(loaded: Loaded, *, backend: str = "docker", seed: int | None = None, out
         if backend == "sim":
             progress.say(f"simulated {clock.now_s():.1f} s of virtual time in {time.monotonic() - started:.1f} s")
         return finish(loaded, run_dir, run_id, seed, schedule, target.workloads, states, timeline_states, progress,
-                      spark, report, analyze, started)
+                      spark, report, analyze, started, on_verdict)
 
 
 def _exists(run_id: str) -> bool:
@@ -355,8 +357,9 @@ def _controller_events(run_dir: Path) -> list[dict[str, Any]]:
 def finish(loaded: Loaded, run_dir: Path, run_id: str, seed: int, schedule: Schedule,
            workloads: dict[str, list[dict[str, Any]]], states: dict[str, dict[str, Any] | None],
            timeline_states: dict[str, dict[str, Any] | None], progress: Progress, spark: Any, report: bool,
-           analyze: bool, started: float) -> RunResult:
-    """Analyse a finished run, judge it, write verdict.json (shared by the container and simulator runs)."""
+           analyze: bool, started: float, on_verdict: Callable[[Verdict], None] | None = None) -> RunResult:
+    """Analyse a finished run, judge it, write verdict.json (shared by the container and simulator runs);
+    `on_verdict(verdict)` as soon as the checks are done (without an analysis: at the end)."""
     expectations = loaded.expectations()
     harness = {}
     if workloads or WORKLOADS in expectations:
@@ -371,8 +374,12 @@ def finish(loaded: Loaded, run_dir: Path, run_id: str, seed: int, schedule: Sche
                           {name: (status, reason) for name, (status, reason, _) in harness.items()})
 
         summary = analyse_run(run_dir, params=check_params(expectations), spark=spark, report=report,
-                              steps=progress.analysis_step)
+                              steps=progress.analysis_step,
+                              on_verdict=None if on_verdict is None else
+                              lambda early: on_verdict(judge(expectations, early, harness)))
     verdict = judge(expectations, summary, harness) if analyze else Verdict(True, [], "analysis skipped")
+    if not analyze and on_verdict is not None:
+        on_verdict(verdict)
     result = RunResult(run_id, run_dir, loaded.variant, seed, verdict, summary, schedule,
                        time.monotonic() - started)
     write_verdict(result, loaded, harness)

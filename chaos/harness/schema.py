@@ -55,6 +55,7 @@ TIMEOUT_ENV: dict[str, str] = {
     "check_interval_ms": "SPLITLAB_MEMBERSHIP_CHECK_INTERVAL_MS",
     "merge_interval_ms": "SPLITLAB_MEMBERSHIP_MERGE_INTERVAL_MS",
     "view_resend_ms": "SPLITLAB_MEMBERSHIP_VIEW_RESEND_MS",
+    "join_timeout_ms": "SPLITLAB_MEMBERSHIP_JOIN_TIMEOUT_MS",
     "conn_close_timeout_ms": "SPLITLAB_UNICAST_CONN_CLOSE_TIMEOUT_MS",
     "sync_min_interval_ms": "SPLITLAB_UNICAST_SYNC_MIN_INTERVAL_MS",
     "sync_timeout_ms": "SPLITLAB_UNICAST_SYNC_TIMEOUT_MS",

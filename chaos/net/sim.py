@@ -34,6 +34,7 @@ from node.errors import UsageError, WindowFull
 from node.wire import cluster_id_of
 
 POLL_S = 0.005
+ALL_HEAR_MAX_S = 5.0  # simulated seconds to wait for every member to hear every other before the first step
 BURST = 64
 SIMULATED_LINK_FIELDS = ("delay_ms", "jitter_ms", "loss_pct", "duplicate_pct", "reorder_pct")
 PROCESS_ACTIONS = ("pause", "resume", "kill", "start", "restart")
@@ -144,17 +145,16 @@ class VirtualClock:
         self.net = net
 
     def now_s(self) -> float:
-        return self.net.sim.now_s
+        return self.net.sim.now_s - self.net.started_s
 
     def now_ts(self) -> float:
         return self.net.history.base_ts + self.net.sim.now_s
 
     def pass_time(self, until_s: float, label: str) -> None:
-        self.net.sim.run_until(until_s)
+        self.net.sim.run_until(until_s + self.net.started_s)
 
     def wait_until(self, ready: Callable[[], bool], until_s: float, label: str) -> bool:
-        sim = self.net.sim
-        return ready() or sim.run_until_true(ready, max(0.0, until_s - sim.now_s))
+        return ready() or self.net.sim.run_until_true(ready, max(0.0, until_s - self.now_s()))
 
 
 class SimNet:
@@ -198,6 +198,18 @@ class SimNet:
                                                        "config": {"unicast": config.unicast, "backend": "sim",
                                                                   "auth": auth}})
             self.sim.add_member(name, build_stack(config))
+        self.started_s = self._all_hear()
+
+    def _all_hear(self) -> float:
+        """Run until every member hears every other one, as `splitlab up` waits before a scenario's first step
+        (a member never heard has not joined: suspected only after the join timeout); the simulated time this
+        took, from which the timeline counts. Members without a liveness layer are not waited for."""
+        sim = self.sim
+        layers = [sim.driver(n).stack.layers.get("liveness") for n in self._nodes]
+        others = [set(self._nodes) - {n} for n in self._nodes]
+        sim.run_until_true(lambda: all(layer is None or set(layer.hears()) >= want
+                                       for layer, want in zip(layers, others)), ALL_HEAR_MAX_S)
+        return sim.now_s
 
     @property
     def nodes(self) -> list[str]:

@@ -2,7 +2,8 @@
 heartbeats, and merging of subgroups after a partition heals. Sans-IO.
 
 - Start: every member installs the initial view `(first configured member, 1)` holding every configured member
-  (the cluster starts together; a member that is not there is suspected and excluded like a crashed one).
+  (the cluster starts together; a member never heard within `join_timeout_ms` is suspected and excluded like a
+  crashed one; until then it has not joined yet and is not suspected).
 - Failure detection (`detector.FailureDetector`): every `check_interval` suspicion is re-evaluated from the
   liveness layer's heartbeat record. The *acting* coordinator of a view is its first member not suspected; when
   that is the local member and some member is suspected, it installs a view without the suspected members, id
@@ -66,7 +67,8 @@ class Membership(Protocol):
         self.config = config
         self.rank = {m: i for i, m in enumerate(self.universe)}
         self.peers = tuple(m for m in self.universe if m != local)
-        self.detector = FailureDetector(liveness, self.peers, config.suspect_timeout_ms / 1000)
+        self.detector = FailureDetector(liveness, self.peers, config.suspect_timeout_ms / 1000,
+                                        config.join_timeout_ms / 1000)
         self.view = View((self.universe[0], 1), self.universe)
         self.unacked: dict[str, float] = {}  # coordinator: member -> when the current view was last sent to it
         self.infos: dict[str, _Info] = {}

@@ -13,6 +13,7 @@ import pytest
 from cluster_wait import wait_for
 
 from chaos.cluster import lifecycle as cluster
+from chaos.cluster.views import one_view_of, views
 
 from chaos.net.docker import DockerNet
 
@@ -27,19 +28,8 @@ def events(run, node, type_):
     return [e for e in map(json.loads, path.read_text().splitlines()) if e["type"] == type_]
 
 
-def views(run) -> dict[str, tuple]:
-    out = {}
-    for node in NODES:
-        view = run.client(node).view()
-        out[node] = None if view is None else (tuple(view["view_id"]), tuple(view["members"]))
-    return out
-
-
-
-
 def one_view_of_all(run) -> bool:
-    seen = set(views(run).values())
-    return len(seen) == 1 and None not in seen and set(next(iter(seen))[1]) == set(NODES)
+    return one_view_of(run, NODES)
 
 
 def delivered(run, node: str) -> int:

@@ -83,6 +83,15 @@ def test_a_served_analysis_equals_the_one_in_process(tmp_path, spark, use):  # n
     assert on_disk["status"] == "fail" and on_disk["analysis"]["master"] == MASTER
 
 
+def test_a_served_analysis_tells_the_verdict_before_it_draws_the_report(tmp_path, use):
+    run_dir = pf.with_lost_message().write(tmp_path / "r")
+    first: list[tuple[str, bool, bool]] = []  # at the verdict: (its status, summary.json written, report drawn)
+    summary = api.analyze(run_dir, master=MASTER, on_verdict=lambda s: first.append((
+        s.status, (run_dir / "report" / "summary.json").exists(), (run_dir / "report" / "report.html").exists())))
+    assert first == [("fail", True, False)], "the service's verdict comes before its report"
+    assert (run_dir / "report" / "report.html").exists() and summary.status == "fail"
+
+
 def test_another_master_is_analysed_in_process(tmp_path, spark, use):  # noqa: F811
     before = service_client.status(use)["analyses"]
     run_dir = pf.clean_scenario().write(tmp_path / "r")

@@ -99,3 +99,13 @@ def test_partitions_go_to_the_data_bridge_where_bridges_filter(monkeypatch, tmp_
     (tmp_path / "v4").write_text("1\n")
     assert "chain SLB-<run> in the host's FORWARD" in doctor.fault_backends(netem, nfqueue)["partition"]
     assert partition.bridges_filter() and not partition.bridges_filter(ipv6=True)  # v6: no file, no filter
+
+
+def test_the_neighbour_table_says_how_many_nodes_it_has_room_for():
+    checks = by_name(checks_for({**HEALTHY, ("sysctl", "-n"): (0, "1024\n")}))
+    table = checks["neighbour table (ARP)"]
+    assert table.ok and not table.required and "room for 19 nodes" in table.detail  # the kernel default
+    checks = by_name(checks_for({**HEALTHY, ("sysctl", "-n"): (0, "16384\n")}))
+    assert "room for 89 nodes" in checks["neighbour table (ARP)"].detail
+    unreadable = by_name(checks_for(HEALTHY))["neighbour table (ARP)"]
+    assert not unreadable.ok and not unreadable.required and doctor.can_run(list(by_name(checks_for(HEALTHY)).values()))

@@ -106,6 +106,7 @@ def test_subgroups_merge_into_one_view_after_a_symmetric_partition_heals() -> No
 
 def test_three_singletons_merge_into_one_view() -> None:
     sim = group_sim(ABC, seed=6)
+    sim.run_for(1.0)
     for x, y in (("a", "b"), ("a", "c"), ("b", "c")):
         sim.partition_both(x, y)
     sim.run_for(4.0)
@@ -132,10 +133,23 @@ def test_an_asymmetric_partition_gives_b_a_view_without_a_while_a_keeps_b() -> N
     assert sim.run_until_true(lambda: converged(sim), MERGE_BOUND_S), f"{views(sim)}; {sim.repro()}"
 
 
-def test_a_member_that_starts_late_is_merged_in() -> None:
+def test_a_member_that_starts_late_has_not_joined_yet_and_is_not_suspected() -> None:
     sim = group_sim(ABC, seed=8, start=("a", "b"))
+    sim.run_for(20.0)                                          # far beyond suspect_timeout_ms, within the join's
+    assert views(sim) == {"a": (("a", 1), ABC), "b": (("a", 1), ABC)} and not sim.emitted("suspect")
+    start_member(sim, "c")
     sim.run_for(3.0)
+    assert views(sim) == {m: (("a", 1), ABC) for m in ABC} and not sim.emitted("suspect")
+
+
+def test_a_member_never_heard_within_the_join_timeout_is_suspected_and_merged_in_when_it_comes() -> None:
+    config = MembershipConfig(join_timeout_ms=3_000)
+    sim = group_sim(ABC, seed=8, config=config, start=("a", "b"))
+    sim.run_for(2.9)
+    assert not sim.emitted("suspect")
+    sim.run_for(0.5)
     assert views(sim) == {"a": (("a", 2), ("a", "b")), "b": (("a", 2), ("a", "b"))}
+    assert {(e["node"], e["peer"]) for e in sim.emitted("suspect")} == {("a", "c"), ("b", "c")}
     start_member(sim, "c")
     assert sim.run_until_true(lambda: converged(sim), MERGE_BOUND_S), f"{views(sim)}; {sim.repro()}"
 
@@ -159,7 +173,9 @@ def test_views_that_are_older_or_exclude_the_member_are_discarded_and_repeats_ac
 
 def test_a_view_from_a_suspected_member_waits_until_it_is_heard_again() -> None:
     layer = gms("b")
-    layer.handle(2.0, TimerFired("check"))                    # nothing heard for 2 s: b suspects a and c
+    for peer in ("a", "c"):
+        layer.detector.liveness.handle(0.1, Received(peer, Heartbeat(1)))
+    layer.handle(2.0, TimerFired("check"))                    # nothing heard for 1.9 s: b suspects a and c
     assert layer.suspected == {"a", "c"} and layer.view == View(("b", 2), ("b",))
     assert layer.handle(2.1, Received("a", ViewMsg("a", 5, False, ABC))) == []
     layer.detector.liveness.handle(2.2, Received("a", Heartbeat(1)))
@@ -175,7 +191,8 @@ def test_merged_view_is_the_union_of_unsuspected_members_in_join_order() -> None
     assert view == View(("a", 7), ("a", "b", "d"))
 
 
-@pytest.mark.parametrize("bad", [{"suspect_timeout_ms": 100}, {"merge_interval_ms": 0}, {"nope": 1}])
+@pytest.mark.parametrize("bad", [{"suspect_timeout_ms": 100}, {"merge_interval_ms": 0}, {"nope": 1},
+                                 {"join_timeout_ms": 1_000}])
 def test_bad_membership_settings_are_refused(bad) -> None:
     with pytest.raises(ConfigError):
         MembershipConfig.from_mapping(bad)

@@ -193,6 +193,7 @@ def test_membership_messages_claiming_to_come_from_this_member_are_dropped() -> 
 
 def test_state_renders_a_view_injected_with_a_name_outside_the_configuration() -> None:
     stack, gms = started()
+    stack.received(0.05, "n1", Heartbeat(1))
     stack.view(0.1, ("n2", 7), ("n2", "n1", "y9"))  # views given to the stack are trusted as they are
     stack.timer(2.0, ("membership", "check"))  # n1 is silent: n2 installs a view without it, unacked by y9
     assert gms.state(2.0)["unacked"][-1] == "y9"

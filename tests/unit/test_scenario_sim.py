@@ -57,3 +57,26 @@ def test_steps_without_a_simulator_equivalent_are_refused_with_their_line() -> N
     assert lines[0].startswith("s.yaml:3: steps[0].kill: kill has no simulator equivalent")
     assert lines[1] == "s.yaml:5: steps[1].msg-fault: the duplicate message fault has no simulator equivalent"
     assert info.value.exit_code == 2
+
+
+def test_splitlab_sim_prints_the_verdict_before_the_report_is_drawn(tmp_path: Path, capsys, monkeypatch) -> None:
+    """The harness judges the analysis's early summary: the verdict table is printed while report.html is not yet
+    there, the paths after it."""
+    from chaos.cli import scenarios
+    from chaos.cli.main import main as splitlab
+
+    drawn_at_verdict: list[bool] = []
+    tell = scenarios._VerdictPrinter.__call__
+
+    def watch(self, verdict):
+        if not self.printed:
+            drawn_at_verdict.append(any(tmp_path.glob("*/report/report.html")))
+        tell(self, verdict)
+
+    monkeypatch.setattr(scenarios._VerdictPrinter, "__call__", watch)
+    monkeypatch.setenv("SPLITLAB_SPARK_MASTER", "local[2]")  # the session the other tests of this process share
+    path = REPO / "scenarios" / "jgrp1873.yaml"
+    assert splitlab(["sim", str(path), "--seed", "3", "--variant", "fixed", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert drawn_at_verdict == [False], "the verdict should come before the report"
+    assert out.index("endless_retransmission") < out.index("report:") and list(tmp_path.glob("*/report/report.html"))

@@ -1,0 +1,55 @@
+"""The failure detector's timing for a cluster's size, given to the nodes of `splitlab up` through their
+environment: heartbeats and view announcements go to every member, so their cost grows with the square of the
+cluster while the machine stays the same.
+
+The node's defaults (heartbeats every 250 ms, suspicion after 1.5 s, announcements every 1 s) are kept up to 26
+nodes. Above, every member still receives at most about `HEARD_PER_S` heartbeats and `INFOS_PER_S` announcements
+a second: the heartbeat interval is `1000 / HEARD_PER_S` ms per peer, suspicion comes after
+`SUSPECT_BEATS` heartbeats, the merge announcements every `1000 / INFOS_PER_S` ms per peer (their age limit in
+proportion). At 50 nodes: heartbeats every 490 ms, suspicion after 1.96 s; at 100: 990 ms and 3.96 s,
+announcements every 1.98 s. (An idle cluster of 50 at the defaults kept both cores of this machine busy and the
+last nodes took 14 s to start their Python process after their container started.)
+
+A node whose environment (`node_env`) sets any of this timing keeps its own whole; scenarios (a few nodes) are
+unchanged.
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+from node.membership.config import MembershipConfig
+
+HEARD_PER_S = 100   # heartbeats a member receives per second, at most (above the defaults)
+INFOS_PER_S = 50    # merge announcements a member receives per second, at most (above the defaults)
+SUSPECT_BEATS = 4   # suspicion after this many heartbeat intervals of silence (the defaults: 6)
+DEFAULT_HEARTBEAT_MS = 250
+_DEFAULTS = MembershipConfig()
+
+
+def detector_env(nodes: int) -> dict[str, str]:
+    """The environment a node of an `nodes`-node cluster gets for its timing: empty while the defaults serve."""
+    peers = max(0, nodes - 1)
+    heartbeat_ms = max(DEFAULT_HEARTBEAT_MS, peers * 1000 // HEARD_PER_S)
+    suspect_ms = max(_DEFAULTS.suspect_timeout_ms, SUSPECT_BEATS * heartbeat_ms)
+    merge_ms = max(_DEFAULTS.merge_interval_ms, peers * 1000 // INFOS_PER_S)
+    info_age_ms = max(_DEFAULTS.info_max_age_ms, merge_ms * _DEFAULTS.info_max_age_ms // _DEFAULTS.merge_interval_ms)
+    env: dict[str, str] = {}
+    if heartbeat_ms != DEFAULT_HEARTBEAT_MS:
+        env.update({"SPLITLAB_HEARTBEAT_MS": str(heartbeat_ms), "SPLITLAB_SILENCE_MS": str(suspect_ms),
+                    "SPLITLAB_MEMBERSHIP_SUSPECT_TIMEOUT_MS": str(suspect_ms)})
+    if merge_ms != _DEFAULTS.merge_interval_ms:
+        env.update({"SPLITLAB_MEMBERSHIP_MERGE_INTERVAL_MS": str(merge_ms),
+                    "SPLITLAB_MEMBERSHIP_INFO_MAX_AGE_MS": str(info_age_ms)})
+    return env
+
+
+def with_detector_timing(node_env: Mapping[str, Mapping[str, str]] | None,
+                         names: list[str]) -> dict[str, dict[str, str]] | None:
+    """`node_env` with `detector_env(len(names))` for every node that sets none of its timing itself (None
+    stays None while the defaults serve)."""
+    timing = detector_env(len(names))
+    if not timing:
+        return None if node_env is None else {n: dict(e) for n, e in node_env.items()}
+    given = node_env or {}
+    return {n: dict(given.get(n, {})) if timing.keys() & given.get(n, {}).keys() else {**timing, **given.get(n, {})}
+            for n in names}
