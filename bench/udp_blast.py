@@ -1,6 +1,7 @@
 """Raw UDP baseline for benchmarks: `recv HOST PORT SECONDS` counts datagrams received for SECONDS after the
 first one and prints the rate and its CPU per datagram (us, user and system; read back with `result`);
-`send HOST PORT SIZE SECONDS` sends SIZE-byte datagrams as fast as it can. Run inside node
+`send HOST PORT SIZE SECONDS` sends SIZE-byte datagrams as fast as it can and prints the same of its sends. Run
+inside node
 namespaces with nsenter, so the baseline crosses exactly the path the nodes use."""
 from __future__ import annotations
 
@@ -38,13 +39,17 @@ def result(output: str) -> tuple[float, float]:
 def send(host: str, port: int, size: int, seconds: float) -> None:
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     payload = b"x" * size
+    sent = 0
+    cpu_s = time.process_time()
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         for _ in range(100):
             try:
                 sock.sendto(payload, (host, port))
+                sent += 1
             except OSError:  # ENOBUFS when the queue is full: the receiver, not the sender, sets the rate
                 pass
+    print(sent / seconds, (time.process_time() - cpu_s) / max(1, sent) * 1e6, flush=True)
 
 
 if __name__ == "__main__":

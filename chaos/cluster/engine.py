@@ -101,8 +101,8 @@ def _start_container(client: docker.DockerClient, project: str, spec: ContainerS
 
 
 def at_once(items: Sequence[T], action: Callable[[T], Any]) -> None:
-    """`action` on every item at once, one thread each (the engine works on containers in parallel). Raises the
-    first item's error after every other call finished."""
+    """`action` on every item at once, one thread each up to `MAX_THREADS` (the engine works on containers in
+    parallel). Raises the first item's error after every other call finished."""
     with ThreadPoolExecutor(max_workers=max(1, min(MAX_THREADS, len(items))), thread_name_prefix="engine") as pool:
         for done in [pool.submit(action, item) for item in items]:
             done.result()

@@ -1,4 +1,4 @@
-"""A short torture on real containers (3 nodes, unicast3 / nakack4, seed 1, 25 s): partitions one-way and
+"""A short torture on real containers (3 nodes, unicast3 / nakack4, seed 11, 15 s): partitions one-way and
 symmetric, delay and pauses with the workload running; after the final heal every invariant holds. On failure
 the realised schedule is in the run directory for `splitlab replay`. The minute and longer runs are in
 `make bench` (bench/bench_torture.py)."""
@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 pytestmark = [pytest.mark.splitlab_cluster, pytest.mark.slow]
-SEED = 1
-DURATION_S = 25.0  # seed 1 schedules partitions, pauses and delay within 25 s
+SEED = 11
+DURATION_S = 15.0  # seed 11 schedules partitions, pauses and delay within 15 s (seed 1 needed 25 s)
 
 
 def test_a_short_torture_keeps_every_invariant(splitlab_scenario, splitlab_runs_dir, splitlab_spark) -> None:
