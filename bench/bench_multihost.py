@@ -1,14 +1,14 @@
-"""Many hosts against one (issue 15): `splitlab up -n N` until all hear all, on this machine's engine and over
-the 3 hosts of a test bed (chaos.hosts.bed: containers with their own sshd and Docker engine, reached over SSH),
-for N = 3 and 9 (and 24 and 100 without quick: the goal of 100 is 60 s); and the apply time of a 9-node `ring` grudge (every node cuts most of the
-others, so every namespace on every host changes), across the 3 hosts against the same on one machine; median
-of several applies (then unpartition), no probes (`verify=False`: probes reach only this machine's namespaces).
+"""Many hosts against one (issue 15): `splitlab up -n N` until all hear all, on this machine's engine and over the 3
+hosts of a test bed (chaos.hosts.bed: containers with their own sshd and Docker engine, reached over SSH), for N = 3
+and 9 (and 24 and 100 without quick: the goal of 100 is 60 s); and the apply time of a 9-node `ring` grudge (every
+node cuts most of the others, so every namespace on every host changes), across the 3 hosts against the same on one
+machine; median of several applies (then unpartition), no probes (`verify=False`: probes reach only this machine's
+namespaces).
 
-The bed's hosts share this machine's two cores with each other, so the ratios show what SSH, the shipped image,
-the VXLAN network and three engines cost, not what real hosts would add or take away. The goal for the grudge
-across 3 hosts is 100 ms (Jepsen's takes about 500 ms). Each run is brought down after its figure. The images
-go onto the fresh hosts first, as a row of their own (against `docker save` alone), so that the up times do
-not include them.
+The bed's hosts share this machine's two cores with each other, so the ratios show what SSH, the shipped image, the
+VXLAN network and three engines cost, not what real hosts would add or take away. The goal for the grudge across 3
+hosts is 100 ms (Jepsen's takes about 500 ms). Each run is brought down after its figure. The images go onto the
+fresh hosts first, as a row of their own (against `docker save` alone), so that the up times do not include them.
 """
 from __future__ import annotations
 

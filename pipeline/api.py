@@ -169,12 +169,13 @@ def _served(run_dir: Path | str, master: str | None, params: Mapping[str, Mappin
     conn = service_client.Connection.open()
     if conn is None:
         return None  # it stopped between the two requests
-    told: list[Summary] = []
+    told = False
 
     def early(data: dict[str, Any]) -> None:
-        told.append(Summary.from_dict(data))
+        nonlocal told
+        told = True
         if on_verdict is not None:
-            on_verdict(told[-1])
+            on_verdict(Summary.from_dict(data))
 
     result = Summary.from_dict(conn.request("analyze", steps=step, on_verdict=early,
                                             run_dir=str(Path(run_dir).absolute()),

@@ -3,8 +3,9 @@
 The protocol is JSON lines over a Unix socket. The client sends one request line (`{"op": "analyze" | "status" |
 "stop", ...}`); the service answers with zero or more step lines (`{"step": LABEL, "phase": "start" | "end"}`,
 only for `analyze`, which also sends one `{"verdict": SUMMARY}` line as soon as the checks are done) and one
-final line: `{"result": {...}}` or `{"error": {"type", "message", "hint"}}`. An error of splitlab's hierarchy comes back as the same class, so a caller cannot tell a served analysis from one
-run in its own process, except that it took a warm JVM.
+final line: `{"result": {...}}` or `{"error": {"type", "message", "hint"}}`. An error of splitlab's hierarchy
+comes back as the same class, so a caller cannot tell a served analysis from one run in its own process, except
+that it took a warm JVM.
 """
 from __future__ import annotations
 

@@ -302,8 +302,8 @@ def load(run_id: str) -> Cluster:
 
 def _remove(client: docker.DockerClient, run_id: str) -> None:
     """Stop (SIGTERM first: a node closes its history) and remove every container of `run_id` at once, then its
-    networks (at once too), through the engine's API (`docker-compose down`, v1 here, is a Python program that paid 0.35 s
-    before doing anything, beside the analysis that a run's removal overlaps)."""
+    networks (at once too), through the engine's API (`docker-compose down`, v1 here, is a Python program that
+    paid 0.35 s before doing anything, beside the analysis that a run's removal overlaps)."""
     from chaos.net.partition import sweep_host
 
     sweep_host(run_id)  # a bridge chain no ledger holds any more (its run directory deleted): gone with the bridge
