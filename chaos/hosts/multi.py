@@ -90,21 +90,29 @@ def _start_script(run_id: str, nodes: Sequence[str], members: list[str], p: data
     q = shlex.quote
     rdir = remote_dir(run_id)
     addresses = ",".join(f"{n}={p.node_ips[n]}:{DATA_PORT}" for n in members)
-    lines = ["set -eu", f"mkdir -p {q(rdir)}/events", f"chown -R {compose.NODE_UID}:{compose.NODE_UID} {q(rdir)}"]
+    lines = ["set -eu", f"mkdir -p {q(rdir)}/events", f"chown -R {compose.NODE_UID}:{compose.NODE_UID} {q(rdir)}",
+             "pids="]
+    # every node of the host at once, as `up` starts them on one machine (`chaos.cluster.engine`); one after the
+    # other, 33 nodes took some 40 s of docker CLI calls on each host of the bed. Any node's failure fails the script.
     for node in nodes:
         env = compose.node_environment(node, members, run_id, token,
                                        {"SPLITLAB_ADDRESSES": addresses, **node_env.get(node, {})})
         name = container_name(run_id, node)
         lines += [
+            "( set -e",
             f"docker create --name {q(name)} --hostname {q(node)} --label {LABEL_RUN}={q(run_id)} "
             f"--label {LABEL_NODE}={q(node)} --label {LABEL_HOST}={q(host)} --label {LABEL_DIR}={q(str(run_dir))} "
-            f"--network {q(p.control_network)} --network-alias {q(node + '-control')} -p {q(publish_address)}::{CONTROL_PORT} "
+            f"--network {q(p.control_network)} --network-alias {q(node + '-control')} "
+            f"-p {q(publish_address)}::{CONTROL_PORT} "
             + " ".join(f"-e {q(f'{k}={v}')}" for k, v in env.items())
             + f" -v {q(rdir)}:{compose.RUN_MOUNT} --user {compose.NODE_UID}:{compose.NODE_UID} --cap-drop ALL "
             f"--security-opt no-new-privileges:true --stop-timeout 10 {q(image)} >/dev/null",
-            f"docker network connect --ip {q(p.node_ips[node])} --alias {q(node + '-data')} {q(p.data_network)} {q(name)}",
+            f"docker network connect --ip {q(p.node_ips[node])} --alias {q(node + '-data')} {q(p.data_network)} "
+            f"{q(name)}",
             f"docker start {q(name)} >/dev/null",
+            ') & pids="$pids $!"',
         ]
+    lines += ["failed=0", 'for pid in $pids; do wait "$pid" || failed=1; done', 'exit "$failed"']
     return "\n".join(lines) + "\n"
 
 
