@@ -9,7 +9,10 @@ waits. `ensure(nodes)` raises the limits to what the run needs (never lowers the
 the bed hosts of a multi-host run on this machine share its kernel, so one call covers them.
 
 `needed(nodes)` is a function of the count only, so the sizing is unit-tested; `ensure` reads and writes the
-sysctl files under `root` (the real /proc/sys unless a test passes another directory).
+sysctl files under `root` (the real /proc/sys unless a test passes another directory). `raise_script(nodes)` is the
+same as POSIX shell for the hosts of a multi-host run (`chaos.hosts.multi`): on a host with its own kernel it
+raises the IPv4 limits; where the files cannot be written (a bed host, a container on this machine's kernel,
+which `ensure` already sized) it leaves them.
 """
 from __future__ import annotations
 
@@ -81,3 +84,11 @@ def ensure(nodes: int, log: Callable[[str], None], families: tuple[str, ...] = (
                     hint=f"as root: sysctl -w {key}={target}") from None
             log(f"{family} neighbour table: {name} raised from {current} to {target} for {nodes} nodes "
                 f"(one table serves every container of this machine)")
+
+
+def raise_script(nodes: int, root: str = str(PROC_SYS)) -> list[str]:
+    """Shell lines that raise the IPv4 limits under `root` to `needed(nodes)` where they are lower and writable."""
+    want = needed(nodes)
+    base = f"{root}/{FAMILIES['ipv4']}"
+    return [f'f={base}/gc_thresh{i}; if [ -w "$f" ] && [ "$(cat "$f")" -lt {getattr(want, f"gc_thresh{i}")} ]; '
+            f'then echo {getattr(want, f"gc_thresh{i}")} > "$f"; fi' for i in (3, 2, 1)]

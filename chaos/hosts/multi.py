@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import orjson
 
-from chaos.cluster import compose
+from chaos.cluster import compose, neighbours
 from chaos.cluster.model import Cluster, NodeInfo
 from chaos.cluster.naming import LABEL_NODE, LABEL_RUN, container_name
 from chaos.host.ledger import Ledger
@@ -91,7 +91,7 @@ def _start_script(run_id: str, nodes: Sequence[str], members: list[str], p: data
     rdir = remote_dir(run_id)
     addresses = ",".join(f"{n}={p.node_ips[n]}:{DATA_PORT}" for n in members)
     lines = ["set -eu", f"mkdir -p {q(rdir)}/events", f"chown -R {compose.NODE_UID}:{compose.NODE_UID} {q(rdir)}",
-             "pids="]
+             *neighbours.raise_script(len(members)), "pids="]
     # every node of the host at once, as `up` starts them on one machine (`chaos.cluster.engine`); one after the
     # other, 33 nodes took some 40 s of docker CLI calls on each host of the bed. Any node's failure fails the script.
     for node in nodes:

@@ -15,6 +15,7 @@ def run_script(tmp_path: Path, fail_start_of: str | None, delay_s: float = 0.0) 
     plan = datanet.plan("r1", ["h1"], NODES)
     script = multi._start_script("r1", NODES, NODES, plan, "img:1", "tok", "10.0.0.1", tmp_path / "run", "h1", {})
     script = script.replace("mkdir -p", "true").replace("chown -R", "true")  # not on this machine's /var/lib
+    script = script.replace("/proc/sys/", f"{tmp_path}/sys/")  # nor its neighbour table (test_neighbours.py)
     log = tmp_path / "calls"
     fake = (f'docker() {{ sleep {delay_s}; echo "$1 $(date +%s.%N)" >> {log}; '
             f'case "$*" in "start splitlab-r1-{fail_start_of}") return 3;; esac; }}\n')

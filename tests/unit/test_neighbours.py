@@ -1,4 +1,5 @@
 """The neighbour tables sized for a run: raised to what N nodes need, never lowered, a clear error when unwritable."""
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -58,3 +59,15 @@ def test_room_for_is_the_inverse_of_needed():
     for nodes in (1, 20, 50, 100):
         assert neighbours.room_for(neighbours.needed(nodes).gc_thresh3) == nodes
     assert neighbours.room_for(neighbours.needed(100).gc_thresh3 - 1) == 99
+
+
+def test_the_hosts_script_raises_what_it_can_write_and_leaves_the_rest(tmp_path):
+    base = fake_proc(tmp_path, "ipv4", (128, 512, 1024))
+    script = "\n".join(neighbours.raise_script(50, root=str(tmp_path)))
+    assert subprocess.run(["sh", "-eu", "-c", script], timeout=10).returncode == 0
+    assert neighbours.read(tmp_path, "ipv4") == neighbours.needed(50)
+    (base / "gc_thresh3").write_text("100000\n")
+    assert subprocess.run(["sh", "-eu", "-c", script], timeout=10).returncode == 0
+    assert neighbours.read(tmp_path, "ipv4").gc_thresh3 == 100000, "never lowered"
+    missing = "\n".join(neighbours.raise_script(50, root=str(tmp_path / "nothing")))
+    assert subprocess.run(["sh", "-eu", "-c", missing], timeout=10).returncode == 0  # a host without the files
