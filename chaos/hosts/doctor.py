@@ -1,13 +1,15 @@
 """`splitlab doctor --inventory FILE`: what each host of an inventory has, checked over SSH with the same
 probes as the local doctor where they apply (Docker, iptables in a namespace, NFQUEUE), plus what a host of a
-multi-host run needs besides: sudo, VXLAN, netem, its clock offset to the controller and free disk."""
+multi-host run needs besides: sudo, VXLAN, netem, its clock offset to the controller, free disk, and the room in
+its neighbour table (not required: a run's start script raises it where it can)."""
 from __future__ import annotations
 
 from typing import Sequence
 
 from pathlib import Path
 
-from chaos.cluster.doctor import Check, Probe, check_disk, check_docker, check_iptables_netns, check_nfqueue, first_line
+from chaos.cluster.doctor import (Check, Probe, check_disk, check_docker, check_iptables_netns, check_neighbours,
+                                  check_nfqueue, first_line)
 from chaos.hosts.inventory import Inventory
 from chaos.hosts.remote import RemoteHost, closing, each
 from node.errors import CommandFailed, EnvironmentProblem
@@ -91,7 +93,8 @@ def check_host(host: RemoteHost) -> list[Check]:
         return [ssh]
     probe = remote_probe(host)
     return [ssh, check_root(host, probe), check_docker(probe), check_iptables_netns(probe), check_vxlan(probe),
-            check_netem_tc(probe), check_nfqueue(probe), check_clock(host), check_remote_disk(probe)]
+            check_netem_tc(probe), check_nfqueue(probe), check_clock(host), check_remote_disk(probe),
+            check_neighbours(probe)]
 
 
 def check_inventory(inventory: Inventory) -> dict[str, list[Check]]:

@@ -74,6 +74,8 @@ def test_doctor_checks_every_host_over_ssh_and_names_an_unreachable_one(bed_inve
         for name in ("SSH", "root (sudo)", "Docker engine", "iptables in a network namespace", "VXLAN",
                      "clock offset", "free disk"):
             assert by_name[name].ok, (host, by_name[name])
+        table = by_name["neighbour table (ARP)"]  # a bed host shares this kernel: its netns may not show the limit
+        assert not table.required and (not table.ok or "room for" in table.detail), (host, table)
     first = bed_inventory.hosts[0]
     wrong = parse(f"hosts: [{{name: gone, address: {first.address}, port: 2, key: {first.key}}}]",
                   bed_inventory.path)
