@@ -29,22 +29,16 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
 from jgnode import layout
-from jgnode.layout import (ADDR_IP, ADDR_NULL, ADDR_UUID, BUF_SET, COMPATIBLE_MAJOR_MINOR, DEST_SET, FC_KINDS,
-                           FD_KINDS, FD_SOCK_KINDS, GMS_KINDS, IPV4_LEN_BYTES, IPV6_LEN_BYTES, MAGIC_FC, MAGIC_FD,
-                           MAGIC_FD_ALL, MAGIC_FD_SOCK, MAGIC_FRAG, MAGIC_GMS, MAGIC_NAKACK, MAGIC_NUMBERS,
-                           MAGIC_PING, MAGIC_STABLE, MAGIC_TP, MAGIC_UNICAST, MAGIC_UNICAST2, MAGIC_VERIFY_SUSPECT,
-                           MAX_VIEW_NESTING, MESSAGE_FLAGS, NAKACK_KINDS, OOB, PING_KINDS, PROTOCOL_FC,
-                           PROTOCOL_FD_ALL, PROTOCOL_IDS, PROTOCOL_MFC, PROTOCOL_NAKACK, PROTOCOL_STABLE,
-                           PROTOCOL_UDP, PROTOCOL_UFC, PROTOCOL_UNICAST, PROTOCOL_UNICAST2, SRC_SET, STABLE_KINDS,
-                           TP_LIST, TP_MULTICAST, TP_OOB, UNICAST2_KINDS, UNICAST_KINDS, VERIFY_SUSPECT_KINDS,
-                           VERSION, VERSION_MAJOR_MASK, VERSION_MAJOR_SHIFT, VERSION_MICRO_MASK, VERSION_MINOR_MASK,
-                           VERSION_MINOR_SHIFT, encode_version, version_text)
+from jgnode.layout import (ADDR_IP, ADDR_NULL, ADDR_UUID, BUF_SET, COMPATIBLE_MAJOR_MINOR, DEST_SET, IPV4_LEN_BYTES,
+                           IPV6_LEN_BYTES, MAGIC_FC, MAGIC_FD, MAGIC_FD_ALL, MAGIC_FD_SOCK, MAGIC_FRAG, MAGIC_GMS,
+                           MAGIC_NAKACK, MAGIC_NUMBERS, MAGIC_PING, MAGIC_STABLE, MAGIC_TP, MAGIC_UNICAST,
+                           MAGIC_UNICAST2, MAGIC_VERIFY_SUSPECT, MESSAGE_FLAGS, NAKACK_KINDS, OOB, PROTOCOL_FC,
+                           PROTOCOL_FD_ALL, PROTOCOL_IDS, PROTOCOL_MFC, PROTOCOL_NAKACK, PROTOCOL_STABLE, PROTOCOL_UDP,
+                           PROTOCOL_UFC, PROTOCOL_UNICAST, PROTOCOL_UNICAST2, SRC_SET, STABLE_KINDS, TP_LIST,
+                           TP_MULTICAST, TP_OOB, UNICAST2_KINDS, UNICAST_KINDS, VERSION, VERSION_MAJOR_MASK,
+                           VERSION_MAJOR_SHIFT, VERSION_MINOR_MASK, VERSION_MINOR_SHIFT, version_text)
 from jgnode.reader import Compiler, Reader
 from node.errors import WireError
-
-# names of jgnode.layout that this module's users read here (the codec's public API from before the layout)
-REEXPORTED = (FC_KINDS, FD_KINDS, FD_SOCK_KINDS, GMS_KINDS, MAX_VIEW_NESTING, PING_KINDS, VERIFY_SUSPECT_KINDS,
-              VERSION_MICRO_MASK, encode_version)
 
 
 def _code_of(kinds: dict[int, str], kind: str) -> int:

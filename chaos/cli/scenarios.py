@@ -44,19 +44,15 @@ def _console() -> Console:
 
 
 class _VerdictPrinter:
-    """Prints a run's verdict table once: when the harness tells it (the checks are done, the report still to
-    come), or with the result if it never did."""
+    """Prints a run's verdict table when the harness tells it (once a run: as soon as the checks are done, the
+    report still to come)."""
 
     def __init__(self, console: Console, progress_: Any) -> None:
         self.console = console
         self.progress = progress_
         self.title = ""
-        self.printed = False
 
     def __call__(self, verdict: Any) -> None:
-        if self.printed:
-            return
-        self.printed = True
         self.console.print(self.progress.verdict_table(self.title, verdict.outcomes, verdict.held))
         if verdict.note:
             self.console.print(f"[dim]{verdict.note}[/dim]")
@@ -65,12 +61,9 @@ class _VerdictPrinter:
         """`runner.run` with the verdict printed as soon as it is known; returns the result."""
         from chaos.harness import runner
 
-        self.printed = False
         self.title = escape(f"[{loaded.variant or 'default'}, seed "
                             f"{loaded.scenario.seed if seed is None else seed}]")
-        result = runner.run(loaded, seed=seed, progress=self.progress, on_verdict=self, **kwargs)
-        self(result.verdict)
-        return result
+        return runner.run(loaded, seed=seed, progress=self.progress, on_verdict=self, **kwargs)
 
 
 def _print_result(console: Console, result: Any) -> None:

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from node.config import NodeConfig
 from node.membership.config import MembershipConfig
 
 HEARD_PER_S = 100   # heartbeats a member receives per second, at most (above the defaults)
 INFOS_PER_S = 50    # merge announcements a member receives per second, at most (above the defaults)
 SUSPECT_BEATS = 4   # suspicion after this many heartbeat intervals of silence (the defaults: 6)
-DEFAULT_HEARTBEAT_MS = 250
+DEFAULT_HEARTBEAT_MS = NodeConfig.heartbeat_ms  # the node's own default (a dataclass field's class attribute)
 _DEFAULTS = MembershipConfig()
 
 

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jgnode import wire as jg
+from jgnode import layout, wire as jg
 from node import wire as node_wire
 from node.errors import WireError
 
@@ -243,7 +243,7 @@ def _name_from_jgroups(java_message: dict) -> str:
             kind = kinds[by_protocol[protocol]["fields"]["type"]]
             return prefix + "".join(p.capitalize() for p in kind.split("_"))
     if "GMS" in by_protocol:
-        kind = jg.GMS_KINDS[by_protocol["GMS"]["fields"]["type"]]
+        kind = layout.GMS_KINDS[by_protocol["GMS"]["fields"]["type"]]
         return "Gms" + "".join(p.capitalize() for p in kind.split("_"))
     if "STABLE" in by_protocol:
         return {1: "StableGossip", 2: "StableStabilityMsg"}[by_protocol["STABLE"]["fields"]["type"]]
@@ -251,7 +251,7 @@ def _name_from_jgroups(java_message: dict) -> str:
         return {1: "VerifySuspectAreYouDead", 2: "VerifySuspectIAmNotDead"}[
             by_protocol["VERIFY_SUSPECT"]["fields"]["type"]]
     if "FD_SOCK" in by_protocol:
-        kind = jg.FD_SOCK_KINDS[by_protocol["FD_SOCK"]["fields"]["type"]]
+        kind = layout.FD_SOCK_KINDS[by_protocol["FD_SOCK"]["fields"]["type"]]
         return "FdSock" + "".join(p.capitalize() for p in kind.split("_"))
     if "FD_ALL" in by_protocol:
         return "FdAllHeartbeat"
