@@ -21,7 +21,7 @@ from node.errors import UsageError
 from pipeline.kept import KeptFrames
 from pipeline.rundir import RunFiles, Tail, find_line_numbers, inspect_tail
 from pipeline.session import small_history
-from pipeline.schema import ANALYSED_COLUMNS, CORRUPT_FIELD, EVENT_SCHEMA, FIELDS_SQL, problem_column
+from pipeline.schema import ANALYSED_COLUMNS, CORRUPT_FIELD, EVENT_SCHEMA, FIELDS_SQL, expand_runs, problem_column
 
 CONTROLLER = "controller"
 _EXAMPLE_TEXT_CHARS = 300
@@ -144,11 +144,13 @@ def _tail_marker(tails: list[Tail], raw: str) -> Any:
 
 def _classify(parsed: DataFrame, tails: list[Tail], raw: str, keep: tuple[str, ...] = ()) -> DataFrame:
     """`file`, the analysed columns, `fields` (non-null fields: reading it makes Spark parse and type-check every
-    field of the schema), `problem` (null for a valid event) and `is_tail`, from a DataFrame with `file`, `raw`
-    and the columns of `EVENT_SCHEMA`; plus the columns named in `keep`."""
-    return parsed.select("file", *keep, *[F.col(f"`{c}`") for c in ANALYSED_COLUMNS],
+    field of the schema), `problem` (null for a valid event), `is_tail` and `line_start` (the first event of its
+    line), one row per event, from a DataFrame with `file`, `raw` and the columns of `EVENT_SCHEMA`, one row per
+    line (a run line is expanded here: `pipeline.schema.expand_runs`); plus the columns named in `keep`."""
+    events = expand_runs(parsed)
+    return events.select("file", *keep, *[F.col(f"`{c}`") for c in ANALYSED_COLUMNS],
                          F.expr(FIELDS_SQL).alias("fields"), problem_column().alias("problem"),
-                         _tail_marker(tails, raw).alias("is_tail"))
+                         _tail_marker(tails, raw).alias("is_tail"), "line_start")
 
 
 @dataclass
@@ -182,9 +184,10 @@ def read_history(spark: SparkSession, run: RunFiles, max_examples: int = 5) -> H
     stats = HistoryStats()
     sent_kind = F.when(F.col("type") == "app_send", F.col("kind")).alias("sent_kind")
     per_file = base.groupBy("file", "run", "node", "type", sent_kind).agg(
-        F.count(F.lit(1)).alias("lines"),
+        F.sum(F.col("line_start").cast("int")).alias("lines"),
         F.sum(F.when(F.col("problem").isNull(), 1).otherwise(0)).alias("events"),
-        F.sum(F.when(F.col("problem").isNotNull() & ~F.col("is_tail"), 1).otherwise(0)).alias("bad"),
+        F.sum(F.when(F.col("problem").isNotNull() & ~F.col("is_tail") & F.col("line_start"), 1).otherwise(0))
+        .alias("bad"),
         F.sum(F.when(F.col("is_tail"), 1).otherwise(0)).alias("tail_rows"),
         F.min(F.when(F.col("problem").isNull(), F.col("ts"))).alias("first_ts"),
         F.max(F.when(F.col("problem").isNull(), F.col("ts"))).alias("last_ts"),
@@ -233,7 +236,7 @@ def read_history(spark: SparkSession, run: RunFiles, max_examples: int = 5) -> H
         kept.release()
         raise UsageError(f"no valid events in {run.events_dir} ({stats.lines} lines, {stats.bad_lines} bad)",
                          hint="check the files against pipeline/SCHEMA.md")
-    events = base.filter(F.col("problem").isNull()).drop("fields", "problem", "is_tail")
+    events = base.filter(F.col("problem").isNull()).drop("fields", "problem", "is_tail", "line_start")
     return History(events=events, stats=stats, kept=kept)
 
 
@@ -248,7 +251,7 @@ def _bad_line_examples(spark: SparkSession, files: list[Path], tails: list[Tail]
     parsed = raw.select("file", "value", F.from_json("value", EVENT_SCHEMA, _JSON_OPTIONS).alias("e")).select(
         "file", "value", "e.*")
     rows = (_classify(parsed, tails, raw="value", keep=("value",))
-            .filter(F.col("problem").isNotNull() & ~F.col("is_tail"))
+            .filter(F.col("problem").isNotNull() & ~F.col("is_tail") & F.col("line_start"))
             .select("file", "value", "problem").limit(_EXAMPLES_SCANNED).collect())
     by_file: dict[str, dict[str, str]] = {}
     for r in rows:

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from pyspark.sql import Column
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+
+from node.history import ROW_FIELDS, ROWS
 
 SCHEMA_VERSION = 1
 CORRUPT_FIELD = "_corrupt"
@@ -44,9 +46,14 @@ FIELDS: tuple[tuple[str, T.DataType], ...] = (
     ("gen", _LONG), ("side", _STRING),
 )
 
+# A run line's `rows` (node.history): `ts`, `seq` and the fields that vary along a run, each a list.
+_TYPES = dict(ENVELOPE + FIELDS)
+ROWS_TYPE = T.StructType([T.StructField(name, T.ArrayType(_TYPES[name]), nullable=True) for name in ROW_FIELDS])
+ROWS_PROBLEM = "_rows_problem"
+
 EVENT_SCHEMA = T.StructType(
     [T.StructField(name, dtype, nullable=True) for name, dtype in ENVELOPE + FIELDS]
-    + [T.StructField(CORRUPT_FIELD, _STRING, nullable=True)]
+    + [T.StructField(ROWS, ROWS_TYPE, nullable=True), T.StructField(CORRUPT_FIELD, _STRING, nullable=True)]
 )
 
 EVENT_COLUMNS: tuple[str, ...] = tuple(name for name, _ in ENVELOPE + FIELDS)
@@ -108,6 +115,7 @@ def _problem_sql() -> str:
     rules: list[tuple[str, str]] = [
         (f"{missing('v')} AND {missing('type')} AND `{CORRUPT_FIELD}` IS NOT NULL", "not a JSON object"),
         (f"`{CORRUPT_FIELD}` IS NOT NULL", "a field has the wrong JSON type"),
+        (f"`{ROWS_PROBLEM}` IS NOT NULL", f"`{ROWS_PROBLEM}`"),
     ]
     rules += [(missing(name), f"missing envelope field '{name}'") for name, _ in ENVELOPE]
     rules.append((f"`v` != {SCHEMA_VERSION}", f"schema version is not {SCHEMA_VERSION}"))
@@ -115,7 +123,8 @@ def _problem_sql() -> str:
               for type_, fields in REQUIRED.items() for name in fields]
     rules += [(f"`type` = {_sql_string(type_)} AND NOT `{name}` IN ({', '.join(map(_sql_string, allowed))})",
                f"{type_}.{name} is not one of {', '.join(allowed)}") for (type_, name), allowed in ALLOWED.items()]
-    whens = " ".join(f"WHEN {cond} THEN {_sql_string(message)}" for cond, message in rules)
+    whens = " ".join(f"WHEN {cond} THEN {message if message.startswith('`') else _sql_string(message)}"
+                     for cond, message in rules)
     return f"CASE {whens} ELSE CAST(NULL AS STRING) END"
 
 
@@ -132,6 +141,36 @@ def problem_column() -> Column:
     some 650 calls through the Python-Java gateway in every analysis.
     """
     return F.expr(PROBLEM_SQL)
+
+
+def _rows_problem_sql() -> str:
+    """The SQL text of why a run line's `rows` is bad (the rules of `node.history.expand`), or null."""
+    n = f"size(`{ROWS}`.ts)"
+    bad_length = " OR ".join(f"(`{ROWS}`.`{name}` IS NOT NULL AND size(`{ROWS}`.`{name}`) != {n})"
+                             for name in ROW_FIELDS[2:])
+    both = " OR ".join(f"(`{ROWS}`.`{name}` IS NOT NULL AND `{name}` IS NOT NULL)" for name in ROW_FIELDS[2:])
+    return (f"CASE WHEN `{ROWS}` IS NULL THEN CAST(NULL AS STRING) "
+            f"WHEN `{ROWS}`.ts IS NULL OR `{ROWS}`.seq IS NULL OR {n} = 0 OR size(`{ROWS}`.seq) != {n} "
+            f"OR {bad_length} "
+            f"THEN 'rows lacks ts or seq, or its lists are empty or of different lengths' "
+            f"WHEN {both} THEN 'a field is both in rows and in its line' ELSE CAST(NULL AS STRING) END")
+
+
+_EXPANDED_SQL = ([f"{_rows_problem_sql()} AS `{ROWS_PROBLEM}`", "_row IS NULL OR _row = 0 AS line_start",
+                  f"coalesce(_row_ts, ts) AS ts"]
+                 + [f"CASE WHEN _row IS NOT NULL AND `{ROWS}`.`{name}` IS NOT NULL THEN `{ROWS}`.`{name}`[_row] "
+                    f"ELSE `{name}` END AS `{name}`" for name in ROW_FIELDS[1:]])
+
+
+def expand_runs(parsed: DataFrame) -> DataFrame:
+    """One row per event from one per line (columns of `EVENT_SCHEMA`): a run line (`node.history`) becomes one
+    row per entry of its `rows`, with that entry's `ts`, `seq` and varying fields, and `ROWS_PROBLEM` set when
+    its `rows` is bad; `line_start` is true on the first row of each line (what counts lines). One SQL
+    projection (parsed in the JVM in one call)."""
+    exploded = parsed.selectExpr("*", f"posexplode_outer(`{ROWS}`.ts) AS (_row, _row_ts)")
+    replaced = {"ts", *ROW_FIELDS[1:]}
+    kept = [f"`{c}`" for c in exploded.columns if c not in replaced and c not in ("_row", "_row_ts", ROWS)]
+    return exploded.selectExpr(*kept, *_EXPANDED_SQL)
 
 
 _JSON_TYPES: dict[str, Callable[[Any], bool]] = {

@@ -22,8 +22,8 @@ import requests
 from chaos.cluster import images, kinds, lifecycle
 from chaos.cluster.model import Cluster
 from node.control import ADMIN_OPS
-from node.errors import EnvironmentProblem
-from node.history import CONTRACT_EVENTS
+from node.errors import EnvironmentProblem, HistoryError
+from node.history import CONTRACT_EVENTS, expand
 from pipeline.schema import event_problem
 
 Log = Callable[[str], None]
@@ -172,17 +172,22 @@ def _history(c: _Checker, multicast: bool) -> None:
         parsed = []
         for number, line in enumerate(lines, 1):
             try:
-                event = json.loads(line)
+                line_events = expand(json.loads(line))
             except json.JSONDecodeError:
                 bad.append(f"line {number}: not JSON")
                 continue
-            problem = event_problem(event)
-            if problem:
-                bad.append(f"line {number}: {problem}")
+            except HistoryError as exc:  # a run line (node.history) whose rows are bad
+                bad.append(f"line {number}: {exc.message}")
                 continue
-            parsed.append(event)
-            seqs.append(event["seq"])
-            wrong_writer += event["run"] != c.cluster.run_id or event["node"] != node
+            for event in line_events:
+                problem = event_problem(event)
+                if problem:
+                    bad.append(f"line {number}: {problem}")
+                    continue
+                parsed.append(event)
+                seqs.append(event["seq"])
+                wrong_writer += event["run"] != c.cluster.run_id or event["node"] != node
+        seqs.sort()  # the rows of a node's runs interleave (node.history)
         events[node] = parsed
         c.add("history", f"events/{node}.jsonl: every line valid (pipeline/SCHEMA.md)", bool(lines) and not bad,
               f"{len(lines)} lines" + (f"; {len(bad)} bad, first: {bad[0]}" if bad else ""))

@@ -27,6 +27,7 @@ from chaos.hosts.inventory import HostSpec, Inventory, place, placement_text
 from chaos.hosts.remote import HOSTS_FILE, RemoteHost, closing, connect_all, each, run_hosts
 from node.config import CONTROL_PORT, DATA_PORT
 from node.errors import EnvironmentProblem, SplitlabError, UsageError
+from node.history import ROWS
 
 REMOTE_RUNS = "/var/lib/splitlab/runs"
 LABEL_HOST = "splitlab.host"
@@ -241,8 +242,8 @@ def collect(run_dir: Path, hosts: Mapping[str, RemoteHost]) -> int:
 
 
 def _write_shifted(path: Path, text: str, offset_s: float) -> None:
-    """Write a history with each line's `ts` minus `offset_s`; a line that is not a JSON object (cut short by
-    a kill) is kept as it is, for the reader to count."""
+    """Write a history with each event's `ts` minus `offset_s` (a run line's `rows.ts` too: node.history); a line
+    that is not a JSON object (cut short by a kill) is kept as it is, for the reader to count."""
     out = bytearray()
     for line in text.splitlines():
         try:
@@ -252,6 +253,9 @@ def _write_shifted(path: Path, text: str, offset_s: float) -> None:
             continue
         if isinstance(event, dict) and isinstance(event.get("ts"), (int, float)) and offset_s:
             event["ts"] = round(event["ts"] - offset_s, 6)
+            rows = event.get(ROWS)
+            if isinstance(rows, dict) and isinstance(rows.get("ts"), list):
+                rows["ts"] = [round(ts - offset_s, 6) if isinstance(ts, (int, float)) else ts for ts in rows["ts"]]
             out += orjson.dumps(event) + b"\n"
         else:
             out += line.encode() + b"\n"

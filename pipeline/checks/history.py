@@ -15,7 +15,8 @@ from pipeline.checks.registry import register_check
 
 
 def _seq_gaps(ctx: CheckContext, show: int) -> tuple[int, int, list[dict[str, Any]]]:
-    """(gaps, lost lines, first gaps) over each file's events ordered by (ts, seq)."""
+    """(gaps, lost events, first gaps) over each file's events ordered by (ts, seq) (a lost run line of the
+    node's history loses every event of its rows)."""
     order = Window.partitionBy("file").orderBy("ts", "seq")
     rows = ctx.tables.events.select("file", "ts", "seq", F.lag("seq").over(order).alias("prev"))
     gaps = rows.filter((F.col("prev").isNull() & (F.col("seq") > 1))
@@ -42,7 +43,7 @@ def check(ctx: CheckContext, params: dict[str, Any]) -> Verdict:
     if over(stats.bad_lines, params["max_bad_lines"]):
         problems.append(f"{stats.bad_lines} bad line(s)")
     if over(lost, params["max_lost_lines"]):
-        problems.append(f"{lost} line(s) lost ({gaps} gap(s) in seq)")
+        problems.append(f"{lost} event(s) lost ({gaps} gap(s) in seq)")
     if len(stats.run_ids) > 1:
         problems.append(f"events of {len(stats.run_ids)} runs mixed: {', '.join(sorted(stats.run_ids))}")
     notes = [f"{len(stats.truncated)} truncated last line(s) tolerated"] if stats.truncated else []

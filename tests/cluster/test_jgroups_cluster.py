@@ -14,6 +14,7 @@ from chaos.contract import conformance
 from chaos.faults.msgrules import MsgRule
 from chaos.net.docker import DockerNet
 from jgnode import wire as jgwire
+from node import history
 
 pytestmark = pytest.mark.splitlab_cluster
 SETTLE_S = 2.5  # more than the nodes' 1.5 s silence threshold
@@ -22,7 +23,7 @@ FAST_STABLE = {"SPLITLAB_JGROUPS_PROPS": "UNICAST2.stable_interval=300"}
 
 
 def events(run, node: str) -> list[dict]:
-    return [json.loads(line) for line in (run.run_dir / "events" / f"{node}.jsonl").read_text().splitlines()]
+    return history.read(run.run_dir / "events" / f"{node}.jsonl")
 
 
 @pytest.mark.parametrize("kind", ["splitlab", "jgroups"])

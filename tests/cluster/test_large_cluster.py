@@ -6,7 +6,6 @@ own view is itself alone, and after the heal one merge brings the twenty back in
 """
 from __future__ import annotations
 
-import json
 
 import pytest
 from cluster_wait import wait_for
@@ -14,6 +13,7 @@ from cluster_wait import wait_for
 from chaos.cluster import lifecycle as cluster
 from chaos.cluster.views import views, wait_one_view
 from chaos.net.docker import DockerNet
+from node import history
 
 pytestmark = pytest.mark.splitlab_cluster
 
@@ -22,8 +22,7 @@ ISOLATED = "n7"
 
 
 def events(run, node: str, type_: str) -> list[dict]:
-    path = run.run_dir / "events" / f"{node}.jsonl"
-    return [e for e in map(json.loads, path.read_text().splitlines()) if e["type"] == type_]
+    return [e for e in history.read(run.run_dir / "events" / f"{node}.jsonl") if e["type"] == type_]
 
 
 def test_twenty_nodes_start_without_churn_and_an_isolated_member_leaves_every_view_and_merges_back(splitlab_up):

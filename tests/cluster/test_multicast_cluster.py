@@ -6,7 +6,6 @@ Runs NAKACK4 with `bcast_sync: tipc` and the membership layer (the node defaults
 """
 from __future__ import annotations
 
-import json
 import time
 
 import pytest
@@ -16,6 +15,7 @@ from chaos.cluster import lifecycle as cluster
 from chaos.cluster.views import one_view_of, views
 
 from chaos.net.docker import DockerNet
+from node import history
 
 pytestmark = pytest.mark.splitlab_cluster
 
@@ -24,8 +24,7 @@ COUNT = 500
 
 
 def events(run, node, type_):
-    path = run.run_dir / "events" / f"{node}.jsonl"
-    return [e for e in map(json.loads, path.read_text().splitlines()) if e["type"] == type_]
+    return [e for e in history.read(run.run_dir / "events" / f"{node}.jsonl") if e["type"] == type_]
 
 
 def one_view_of_all(run) -> bool:

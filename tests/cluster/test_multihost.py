@@ -27,6 +27,7 @@ from chaos.hosts.doctor import check_inventory
 from chaos.hosts.inventory import Inventory, parse
 from chaos.hosts.remote import RemoteHost, closing
 from chaos.net.docker import DockerNet
+from node import history
 from node.errors import EnvironmentProblem
 
 pytestmark = pytest.mark.splitlab_cluster
@@ -63,8 +64,7 @@ def on_hosts(inventory: Inventory, script: str) -> dict[str, str]:
 
 
 def events(run_dir: Path, node: str, type_: str) -> list[dict]:
-    lines = (run_dir / "events" / f"{node}.jsonl").read_text().splitlines()
-    return [e for e in map(json.loads, lines) if e["type"] == type_]
+    return [e for e in history.read(run_dir / "events" / f"{node}.jsonl") if e["type"] == type_]
 
 
 def test_doctor_checks_every_host_over_ssh_and_names_an_unreachable_one(bed_inventory: Inventory) -> None:

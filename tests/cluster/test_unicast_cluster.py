@@ -2,7 +2,6 @@
 delivered once and in order under `unicast3` (the history is the witness)."""
 from __future__ import annotations
 
-import json
 import time
 
 import pytest
@@ -10,18 +9,13 @@ import pytest
 from chaos.cluster import lifecycle as cluster
 
 from chaos.net.docker import DockerNet
+from node import history
 
 pytestmark = pytest.mark.splitlab_cluster
 
 
 def events(run, node, type_):
-    path = run.run_dir / "events" / f"{node}.jsonl"
-    out = []
-    for line in path.read_text().splitlines():
-        event = json.loads(line)
-        if event["type"] == type_:
-            out.append(event)
-    return out
+    return [e for e in history.read(run.run_dir / "events" / f"{node}.jsonl") if e["type"] == type_]
 
 
 def test_unicast3_delivers_1000_messages_once_in_order_across_a_one_way_cut(splitlab_up):

@@ -5,14 +5,13 @@ stranger's name, which the nodes drop), every frame's fields equal what the code
 the data messages n2 received from n1 carry the seqnos and conn ids of n1's `data_tx` events in its history."""
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
 
 from chaos.cli.main import main as splitlab
 from chaos.net.docker import DockerNet
 from chaos.wire.capture import read_pcap
-from node import wire
+from node import history, wire
 from tests.unit.wire_samples import expected, messages_of, pdml_frames, proto, run_tshark, sample
 
 COUNT = 30
@@ -66,8 +65,8 @@ def test_tshark_decodes_a_live_runs_capture_as_the_codec_and_the_history_say(spl
         if sender == "n1" and ip[16:20] == bytes(int(x) for x in n2_ip.split(".")):
             data_at_n2 |= {(m.seqno, m.conn_id) for m in messages if isinstance(m, wire.UnicastData)}
     assert set(types) == {cls.__name__ for cls in wire.message_types().values()}, types
-    history = [json.loads(line) for line in (run.run_dir / "events" / "n1.jsonl").read_text().splitlines()]
-    sent = {(e["seqno"], e["conn_id"]) for e in history
+    events = history.read(run.run_dir / "events" / "n1.jsonl")
+    sent = {(e["seqno"], e["conn_id"]) for e in events
             if e["type"] == "data_tx" and e.get("proto") == "unicast3" and e.get("to") == "n2"}
     assert len(sent) >= COUNT and sent <= data_at_n2, sorted(sent - data_at_n2)[:10]
     assert max(len(ip) for ip in packets) > 1500, "a bundle above the MTU is in the capture, reassembled"

@@ -4,18 +4,16 @@ loss asks for no retransmission. Each asserts the mechanism's own signature in t
 verdict."""
 from __future__ import annotations
 
-import json
-
 import pytest
 
+from node import history
 from scenario_helpers import held
 
 pytestmark = pytest.mark.splitlab_cluster
 
 
 def events(result, node: str, type_: str) -> list[dict]:
-    lines = (result.run_dir / "events" / f"{node}.jsonl").read_text().splitlines()
-    return [e for e in map(json.loads, lines) if e["type"] == type_]
+    return [e for e in history.read(result.run_dir / "events" / f"{node}.jsonl") if e["type"] == type_]
 
 
 def test_a_restarted_senders_new_life_is_heard(run_variants) -> None:

@@ -12,7 +12,7 @@ import pytest
 import requests
 
 from node.errors import HistoryError
-from node.history import HistoryWriter
+from node.history import HistoryWriter, expand, read
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -36,10 +36,93 @@ def test_buffered_until_threshold_then_written(tmp_path):
     assert events[0] == {"v": 1, "ts": 12.5, "seq": 1, "run": "r1", "node": "n1", "type": "a", "x": 1}
 
 
+def _protocol_traffic():
+    """What a receiver and a sender record: runs broken by a new connection, a resend without msg_id, a plain
+    event in between, a field set that differs (nakack4's `resend`)."""
+    events = []
+    for seqno in range(1, 8):
+        events.append(("data_rx", {"proto": "unicast3", "from": "n1", "seqno": seqno, "conn_id": 3,
+                                   "first": seqno == 1, "action": "deliver" if seqno != 4 else "buffer"}))
+        events.append(("app_deliver", {"msg_id": f"n1.5.{seqno}", "kind": "unicast", "from": "n1"}))
+        if seqno == 5:
+            events.append(("view", {"view_id": ["n1", "2"], "members": ["n1", "n2"]}))
+            events.append(("data_tx", {"proto": "unicast3", "to": "n1", "seqno": 9, "conn_id": 1, "first": False,
+                                       "resend": True, "size": 100}))
+    events.append(("data_rx", {"proto": "unicast3", "from": "n3", "seqno": 1, "conn_id": 8, "first": True,
+                               "action": "deliver"}))
+    events.append(("data_rx", {"proto": "nakack4", "from": "n3", "seqno": 2, "conn_id": 0, "first": False,
+                               "action": "deliver", "resend": False}))
+    for seqno in range(10, 14):
+        events.append(("app_send", {"msg_id": f"n2.6.{seqno}", "kind": "unicast", "to": "n1", "size": 100}))
+        events.append(("data_tx", {"proto": "unicast3", "to": "n1", "seqno": seqno, "conn_id": 1, "first": False,
+                                   "resend": False, "size": 100, "msg_id": f"n2.6.{seqno}"}))
+    return events
+
+
+@pytest.mark.parametrize("buffer_lines", [1, 5, 1000])
+def test_runs_give_back_every_event_in_order(tmp_path, buffer_lines):
+    """Events of one type that differ only in their varying fields share a line; reading gives back every event
+    with its own ts and seq, in the order recorded, whatever the flushes cut."""
+    path = tmp_path / "n2.jsonl"
+    ticks = iter(range(1000))
+    writer = HistoryWriter(path, "r1", "n2", buffer_lines=buffer_lines, clock=lambda: 100 + next(ticks) / 1000)
+    recorded = _protocol_traffic()
+    for type_, fields in recorded:
+        writer.record(type_, dict(fields))
+    writer.close()
+    expected = [{"v": 1, "ts": 100 + i / 1000, "seq": i + 1, "run": "r1", "node": "n2", "type": type_, **fields}
+                for i, (type_, fields) in enumerate(recorded)]
+    assert read(path) == expected
+    lines = path.read_text().splitlines()
+    if buffer_lines == 1:  # a flush after every event: runs of one, plain lines
+        assert len(lines) == len(recorded) and '"rows"' not in path.read_text()
+    else:
+        assert len(lines) < len(recorded) and sum('"rows"' in line for line in lines) >= 2
+    if buffer_lines == 1000:
+        # data_rx: the first (first=true) and a run of 6; app_deliver: a run of 7 (the view between does not cut
+        # it); the view; the resend; n3's two (other fields, other names); the app_send and data_tx runs of 4
+        assert len(lines) == 9
+
+
+def test_a_restarted_writer_appends_a_stretch_of_its_own(tmp_path):
+    path = tmp_path / "n2.jsonl"
+    for boot in (1, 2):
+        with HistoryWriter(path, "r1", "n2", clock=lambda: 5.0) as writer:
+            for n in range(3):
+                writer.emit("app_deliver", msg_id=f"n1.{boot}.{n}", kind="unicast", **{"from": "n1"})
+            writer.emit("node_stop", reason="signal")
+    assert [(e["seq"], e.get("msg_id")) for e in read(path)] == [
+        (1, "n1.1.0"), (2, "n1.1.1"), (3, "n1.1.2"), (4, None), (1, "n1.2.0"), (2, "n1.2.1"), (3, "n1.2.2"), (4, None)]
+
+
+@pytest.mark.parametrize("rows, why", [
+    ({"ts": [1.0, 2.0], "seq": [1], "msg_id": ["a", "b"]}, "different lengths"),
+    ({"ts": [1.0], "msg_id": ["a"]}, "lacks 'ts' or 'seq'"),
+    ({"ts": [], "seq": [], "msg_id": []}, "empty"),
+    ({"ts": [1.0], "seq": [1], "msg_id": ["a"], "from": ["n3"]}, "both in 'rows' and in its line"),
+    ([1, 2], "not an object of lists"),
+    ({"ts": 1.0, "seq": 1}, "not an object of lists"),
+])
+def test_a_bad_run_line_is_refused_with_its_reason(rows, why):
+    line = {"v": 1, "ts": 1.0, "seq": 1, "run": "r", "node": "n2", "type": "app_deliver", "kind": "unicast",
+            "msg_id": "b", "rows": rows}
+    with pytest.raises(HistoryError, match=why):
+        expand(line)
+
+
+def test_a_run_lines_unknown_lists_are_ignored():
+    line = {"v": 1, "ts": 1.0, "seq": 1, "run": "r", "node": "n2", "type": "app_deliver", "kind": "unicast",
+            "rows": {"ts": [1.0, 2.0], "seq": [1, 2], "msg_id": ["a", "b"], "kind": ["x", "y"], "later": [1]}}
+    assert [(e["seq"], e["msg_id"], e["kind"]) for e in expand(line)] == [(1, "a", "unicast"), (2, "b", "unicast")]
+
+
 def test_reserved_fields_and_closed_writer(tmp_path):
     writer = HistoryWriter(tmp_path / "h.jsonl", "r1", "n1")
     with pytest.raises(ValueError):
         writer.emit("x", node="n2")
+    with pytest.raises(ValueError):  # a run type's first event of a shape is checked too
+        writer.emit("app_deliver", msg_id="a", kind="unicast", rows=[])
+    writer.emit("app_deliver", msg_id="a", kind="unicast")
     writer.close()
     with pytest.raises(HistoryError):
         writer.emit("late")

@@ -2,10 +2,10 @@
 to it at once; a full buffer flushes and close flushes, under the one lock, without deadlock or lost lines."""
 from __future__ import annotations
 
-import json
 import threading
 
 from jgnode.runtime import SharedHistory
+from node.history import read
 
 
 def test_many_threads_write_every_line_once_in_seq_order_and_close_flushes(tmp_path):
@@ -25,6 +25,8 @@ def test_many_threads_write_every_line_once_in_seq_order_and_close_flushes(tmp_p
     closer.start()
     closer.join(timeout=10)
     assert not closer.is_alive(), "close deadlocked"
-    events = [json.loads(line) for line in path.read_text().splitlines()]
+    lines = path.read_text().splitlines()
+    events = read(path)
     assert [e["seq"] for e in events] == list(range(1, 2001))
+    assert '"rows"' in lines[0] and len(lines) < 2000  # written as run lines (node.history)
     assert len({e["msg_id"] for e in events}) == 2000

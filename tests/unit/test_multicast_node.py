@@ -15,6 +15,8 @@ from pathlib import Path
 
 import requests
 
+from node import history
+
 REPO = Path(__file__).resolve().parents[2]
 NODES = ("n1", "n2", "n3")
 COUNT = 300
@@ -27,7 +29,7 @@ def _free_port(kind: int = socket.SOCK_DGRAM) -> int:
 
 
 def _events(run_dir: Path, node: str) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "events" / f"{node}.jsonl").read_text().splitlines()]
+    return history.read(run_dir / "events" / f"{node}.jsonl")
 
 
 def test_multicast_workloads_deliver_everything_once_in_order_and_block_on_a_small_window(tmp_path) -> None:

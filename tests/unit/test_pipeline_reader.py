@@ -9,6 +9,7 @@ import pytest
 import pipeline_fixtures as pf
 from pipeline_fixtures import spark  # noqa: F401  (the shared session fixture)
 
+from node import history
 from node.errors import UsageError
 from pipeline import api
 from pipeline.rundir import find_line_numbers, inspect_tail, locate
@@ -68,19 +69,50 @@ def test_a_truncated_last_line_is_tolerated_and_reported(tmp_path, spark):  # no
     assert "truncated" in summary.checks["history"].reason
 
 
-def test_lost_lines_show_as_seq_gaps(tmp_path, spark):  # noqa: F811
+def test_a_bad_run_line_is_one_bad_line_and_a_good_one_its_events(tmp_path, spark):  # noqa: F811
+    """A run line (node.history) counts as one line; its rows are its events, each judged by the event rules;
+    a run whose rows do not line up is one bad line with the reason."""
+    run_dir = pf.clean_scenario().write(tmp_path / "r")
+    events = run_dir / "events"
+    run = {"v": 1, "ts": pf.T0_TS, "seq": 90, "run": "fixture-run", "node": "n3", "type": "ping_tx", "peer": "n1"}
+    _insert_line(events / "n3.jsonl", 3, json.dumps({**run, "rows": {"ts": [pf.T0_TS, pf.T0_TS], "seq": [90, 91],
+                                                                     "msg_id": ["a"]}}))
+    _insert_line(events / "n3.jsonl", 4, json.dumps({**run, "rows": {"ts": [pf.T0_TS], "seq": [92]},
+                                                     "type": "app_deliver", "kind": "unicast", "from": "n1"}))
+    _insert_line(events / "n3.jsonl", 5, json.dumps({**run, "rows": {"ts": [pf.T0_TS], "seq": [93], "msg_id": ["m"]},
+                                                     "type": "app_deliver", "msg_id": "m", "kind": "unicast"}))
+
+    summary = api.analyze(run_dir, spark=spark, report=False)
+
+    history = summary.checks["history"]
+    assert "3 bad line(s)" in history.reason
+    shown = [(b["file"], b["line"], b["reason"]) for b in history.details["bad_line_examples"]]
+    assert shown == [("n3.jsonl", 3, "rows lacks ts or seq, or its lists are empty or of different lengths"),
+                     ("n3.jsonl", 4, "app_deliver lacks field 'msg_id'"),
+                     ("n3.jsonl", 5, "a field is both in rows and in its line")]
+    assert summary.history["events"] == 118 and summary.history["files"]["n3.jsonl"]["bad_lines"] == 3
+
+
+@pytest.mark.parametrize("what", ["plain", "run"])
+def test_lost_lines_show_as_seq_gaps(tmp_path, spark, what):  # noqa: F811
+    """A lost plain line is one lost event; a lost run line (node.history) is every event of its rows."""
     run_dir = pf.clean_scenario().write(tmp_path / "r")
     n1 = run_dir / "events" / "n1.jsonl"
     lines = n1.read_text().splitlines(keepends=True)
-    lost = next(i for i, line in enumerate(lines) if '"type":"data_tx"' in line)
+    lost = next(i for i, line in enumerate(lines)
+                if '"type":"data_tx"' in line and ('"rows"' in line) == (what == "run"))
     n1.write_text("".join(lines[:lost] + lines[lost + 1:]))
+    lost_seqs = {e["seq"] for e in history.expand(json.loads(lines[lost]))}
+    kept = sorted(e["seq"] for line in lines for e in history.expand(json.loads(line)) if e["seq"] not in lost_seqs)
+    gaps = [{"file": "n1.jsonl", "after_seq": a, "next_seq": b, "lost": b - a - 1}
+            for a, b in zip(kept, kept[1:]) if b > a + 1]
 
     summary = api.analyze(run_dir, spark=spark, report=False)
 
     assert pf.not_ok(summary) == {"history"}
     details = summary.checks["history"].details
-    assert details["lost_lines"] == 1
-    assert details["first_seq_gaps"] == [{"file": "n1.jsonl", "after_seq": lost, "next_seq": lost + 2, "lost": 1}]
+    assert details["lost_lines"] == len(lost_seqs) and (len(lost_seqs) > 1) == (what == "run")
+    assert details["first_seq_gaps"] == gaps[:5]
 
 
 @pytest.mark.parametrize("layout", ["missing", "no_events_dir", "no_jsonl", "empty_files"])
