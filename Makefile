@@ -29,7 +29,8 @@ images-all: host-deps venv
 	$(BIN)/splitlab images --kind all
 
 ## the tests: unit tests beside the real-container cluster and scenario tests (needs root and Docker), in two
-## pytest-xdist workers; every container test runs in one of them, one after the other (tests/conftest.py)
+## pytest-xdist workers; the timing-sensitive container tests run in one of them, one after the other, the
+## multi-host tests and the container tests no timing decides in the other (tests/conftest.py)
 ## (tests marked `long` run in `make bench` instead)
 test: images-all
 	@mkdir -p runs

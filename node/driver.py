@@ -22,12 +22,15 @@ The host gives the side effects as callbacks: `set_timer(key, at_s)`, `cancel_ti
 comes back as `timer(now_s, key)`), `record(type, fields)` (a history event; None records nothing, and the host
 may change `Driver.record` at any time), `outbox_ready()` (called when the outbox gets its first message since
 the last `take_outbox`; it must not take the outbox at once: the runtime schedules a flush on its loop, the
-simulator flushes after every driver call and passes None) and `deliver(src, payload, kind)` (optional).
+simulator flushes after every driver call and passes None), `deliver(src, payload, kind)` (optional) and
+`on_emit` (optional: event type -> a callback given the fields of each `Emit` of that type, after it is
+recorded; the runtime wakes workloads waiting for room on `window_unblocked`, without a wrapper around every
+record).
 """
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Callable, Container, Hashable, Iterable
+from typing import Any, Callable, Container, Hashable, Iterable, Mapping
 
 from node.auth import WireKey
 from node.core import CancelTimer, Deliver, Effect, Emit, InstallView, Send, SetTimer, payload_msg_id
@@ -54,7 +57,8 @@ class Driver:
                  cancel_timer: Callable[[Hashable], None], record: Record | None,
                  outbox_ready: Callable[[], None] | None = None,
                  deliver: Callable[[str, bytes, str], None] | None = None,
-                 auth_key: WireKey | None = None) -> None:
+                 auth_key: WireKey | None = None,
+                 on_emit: Mapping[str, Callable[[dict[str, Any]], None]] | None = None) -> None:
         self.name = name
         self.auth_key = auth_key
         self.stack = stack
@@ -71,6 +75,7 @@ class Driver:
         self._cancel_timer = cancel_timer
         self._outbox_ready = outbox_ready
         self._deliver = deliver
+        self._on_emit = dict(on_emit or {})
 
     # --- events in ----------------------------------------------------------------------------------------------
     def start(self, now_s: float) -> None:
@@ -138,6 +143,7 @@ class Driver:
     def apply(self, effects: Iterable[Effect]) -> None:
         """Carry out effects returned by the stack."""
         record = self.record
+        on_emit = self._on_emit
         for eff in effects:
             cls = type(eff)
             if cls is Send:
@@ -152,6 +158,10 @@ class Driver:
             elif cls is Emit:
                 if record is not None:
                     record(eff.type, eff.fields)
+                if on_emit:
+                    hook = on_emit.get(eff.type)
+                    if hook is not None:
+                        hook(eff.fields)
             elif cls is SetTimer:
                 self._set_timer(eff.key, eff.at_s)
             elif cls is CancelTimer:

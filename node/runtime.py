@@ -85,11 +85,11 @@ class NodeRuntime:
         self.config = config
         self.stack = stack
         self.history = history
-        self._history_record = history.record
         self.driver = Driver(config.name, stack, cluster_id_of(config.run_id), int(time.time() * 1000),
                              config.bundle_max_bytes, frozenset(config.members),
-                             set_timer=self._set_timer, cancel_timer=self._cancel_timer, record=self._record,
-                             outbox_ready=self._schedule_flush, auth_key=config.auth_key)
+                             set_timer=self._set_timer, cancel_timer=self._cancel_timer, record=history.record,
+                             outbox_ready=self._schedule_flush, auth_key=config.auth_key,
+                             on_emit={"window_unblocked": self._window_unblocked})
         self.cluster_id = self.driver.cluster_id
         self.boot = self.driver.incarnation
         self.counters = self.driver.counters  # the driver's, plus the IO's own (send_errors, unresolved_drops, ...)
@@ -229,10 +229,8 @@ class NodeRuntime:
         self._timers.pop(key, None)
         self.driver.timer(self._loop.time(), key)
 
-    def _record(self, type_: str, fields: dict[str, Any]) -> None:
-        self._history_record(type_, fields)
-        if type_ == "window_unblocked":
-            self.window_open.set()
+    def _window_unblocked(self, fields: dict[str, Any]) -> None:
+        self.window_open.set()
 
     def _schedule_flush(self) -> None:
         self._loop.call_soon(self._flush_outbox)
