@@ -22,12 +22,13 @@ CONTAINER_DIRS = ("tests/cluster/", "tests/scenarios/")
 NOT_CONTAINERS = ("tests/cluster/test_netem_vm.py",)  # root, but a qemu VM: it runs beside the container tests
 OWN_UNITS = ("tests/cluster/test_multihost.py",)  # one work unit of its own, beside the container tests
 # Container tests whose outcome no timing decides (a cluster's lifecycle and clean-up, the node contract item by
-# item, captures decoded, addresses and keys): a second container unit that the other worker takes after the
-# multi-host tests, beside the timing-sensitive ones (issue 34: make test in 10 minutes)
+# item, captures decoded, addresses and keys, the real JGroups' own traffic, fuzzed datagrams, metrics): a second
+# container unit that the other worker takes after the multi-host tests, beside the timing-sensitive ones (issue
+# 34: make test in 10 minutes)
 BESIDE_CONTAINERS = ("tests/cluster/test_spine.py", "tests/cluster/test_wireshark_cluster.py",
                      "tests/cluster/test_ipv6_cluster.py", "tests/cluster/test_auth_cluster.py",
-                     "tests/cluster/test_jgroups_cluster.py::test_every_node_kind_keeps_the_node_contract",
-                     "tests/cluster/test_jgroups_cluster.py::test_an_image_that_is_no_node_lacks_the_contract")
+                     "tests/cluster/test_jgroups_cluster.py", "tests/cluster/test_fuzz_cluster.py",
+                     "tests/cluster/test_live_metrics_cluster.py")
 # Not containers, but a load on the whole machine that timing-sensitive container tests must not run beside: a
 # Spark standalone cluster (two worker JVMs, executors, an analysis). Beside the scenario tests it spread node
 # starts by 2 s and failed test_a_restarted_senders_new_life_is_heard in 3 of 4 CI runs.
