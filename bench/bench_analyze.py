@@ -1,4 +1,5 @@
-"""The verdict's latency: `splitlab analyze` of a 15k-event history (5k with quick=True), cold and warm.
+"""The verdict's latency: `splitlab analyze` of a 15k-event history (5k with quick=True), cold and warm, and warm
+against the same events written one line each (before run lines).
 
 Cold: `python -m pipeline RUN_DIR` in a new process with no analysis service (JVM start, warm-up, analysis,
 report; the second such run, as the first on a machine records the JVM's class archive), against a new process
@@ -42,6 +43,8 @@ def run(quick: bool) -> list[dict]:
         work = Path(tmp)
         run_dir = work / "run"
         events = generate_history(run_dir, target)
+        plain_dir = work / "plain"
+        generate_history(plain_dir, target, plain=True)
         analyze = [sys.executable, "-m", "pipeline", str(run_dir)]
         nobody = work / "none.sock"
         read_s = _timed([sys.executable, "-c", _READ_COUNT, str(run_dir)], nobody)
@@ -53,6 +56,9 @@ def run(quick: bool) -> list[dict]:
             for _ in range(WARM_UPS):
                 _timed(analyze, sock)
             warm_s = _timed(analyze, sock)
+            analyze_plain = [sys.executable, "-m", "pipeline", str(plain_dir)]
+            _timed(analyze_plain, sock)
+            plain_s = _timed(analyze_plain, sock)
         finally:
             service.stop(sock)
     label = f"{events // 1000}k events"
@@ -64,6 +70,10 @@ def run(quick: bool) -> list[dict]:
         {"name": f"analyze {label}, analysis service warm", "value": warm_s, "unit": "s",
          "baseline": cold_s, "ratio": cold_s / warm_s, "better": "higher",
          "note": f"baseline: the cold analysis; after {WARM_UPS} analyses in the service; goal <= 3 s for 15k"},
+        {"name": f"analyze {label}, warm, run lines", "value": warm_s, "unit": "s", "baseline": plain_s,
+         "ratio": warm_s / plain_s, "better": "lower",
+         "note": "the history as nodes write it (node.history's run lines); baseline: the same events one line "
+                 "each, analysed warm in the same service"},
     ]
 
 

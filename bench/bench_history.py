@@ -27,17 +27,15 @@ NAMES = ("n1", "n2")
 
 
 def _record_pairs(path: Path, count: int, plain: bool) -> float:
-    """us per message to record `count` receiver pairs; `plain`: under type names the writer keeps as plain
-    lines, same fields."""
-    rx, deliver = ("data_rx_plain", "app_deliver_plain") if plain else ("data_rx", "app_deliver")
-    writer = HistoryWriter(path, RUN, "n2")
+    """us per message to record `count` receiver pairs; `plain`: one line per event."""
+    writer = HistoryWriter(path, RUN, "n2", runs=not plain)
     fields = [({"proto": "unicast3", "from": "n1", "seqno": n, "conn_id": 3, "first": n == 1, "action": "deliver"},
                {"msg_id": f"n1.1764290000000.{n}", "kind": "unicast", "from": "n1"}) for n in range(1, count + 1)]
     record = writer.record
     started = time.process_time()
     for data, delivered in fields:
-        record(rx, data)
-        record(deliver, delivered)
+        record("data_rx", data)
+        record("app_deliver", delivered)
     writer.close()
     return (time.process_time() - started) / count * 1e6
 

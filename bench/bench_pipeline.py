@@ -2,7 +2,8 @@
 events (100k and 1M with quick=True), next to a plain Spark read-parse-count of the same files in the same run,
 and how the analysis time grows from the smaller to the larger history (10x the events; linear growth is 10x).
 
-The histories are generated streaming to disk (one open file per writer, nothing held in memory): four nodes
+The histories are generated streaming to disk by the node's own history writer (run lines, as nodes write them;
+one open file per writer, nothing held in memory beyond its buffer): four nodes
 multicasting and unicasting, one NAKACK4 retransmission per 50 multicasts, a partition between 40% and 60% of
 the run with split views and a merge after the heal. The baseline reads the same files with the same explicit
 schema and counts the events with a `type` (Spark then parses only that field); the analysis parses and
@@ -17,11 +18,12 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from node.history import ROWS, HistoryWriter
 from pipeline.api import analyze
 from pipeline.schema import EVENT_SCHEMA
 from pipeline.session import DRIVER_MEMORY_ENV, spark_session
@@ -33,43 +35,40 @@ T0_TS = 1_700_000_000.0
 MSG_INTERVAL_S = 0.0001
 MULTICAST_SHARE = 0.8
 XMIT_EVERY = 50
-WRITE_BUFFER_BYTES = 1 << 20
 BENCH_DRIVER_MEMORY = "4g"
 
 
 class _Writer:
-    """Appends envelope + fields lines to one events file, keeping its `seq`; `ts` never goes back in a file
-    (a writer stamps events as it writes them)."""
+    """One node's events file, written by the node's own writer (`node.history.HistoryWriter`: run lines for the
+    per-message events), or one plain line per event (`plain`, as a node wrote before run lines); `ts` never goes
+    back in a file (a writer stamps events as it writes them)."""
 
-    def __init__(self, path: Path, node: str) -> None:
-        self.node = node
-        self.seq = 0
+    def __init__(self, path: Path, node: str, plain: bool) -> None:
         self.last_ts = 0.0
-        self.fh: TextIO = open(path, "w", encoding="utf-8", buffering=WRITE_BUFFER_BYTES)
+        self.writer = HistoryWriter(path, RUN_ID, node, buffer_lines=4096, clock=lambda: self.last_ts,
+                                    runs=not plain)
 
-    def emit(self, ts: float, type_: str, body: str) -> None:
-        self.seq += 1
-        ts = self.last_ts = max(ts, self.last_ts)
-        self.fh.write(f'{{"v":1,"ts":{ts:.6f},"seq":{self.seq},"run":"{RUN_ID}","node":"{self.node}",'
-                      f'"type":"{type_}"{body}}}\n')
+    def emit(self, ts: float, type_: str, fields: dict[str, Any]) -> None:
+        self.last_ts = max(round(ts, 6), self.last_ts)
+        self.writer.record(type_, fields)
 
     def close(self) -> None:
-        self.fh.close()
+        self.writer.close()
 
 
-def generate_history(run_dir: Path, target_events: int, seed: int = 1) -> int:
-    """Write a run of about `target_events` events under `run_dir/events/`; return the exact count."""
+def generate_history(run_dir: Path, target_events: int, seed: int = 1, plain: bool = False) -> int:
+    """Write a run of about `target_events` events under `run_dir/events/`; return the exact count. `plain`: one
+    line per event, no run lines."""
     rng = random.Random(seed)
     events_dir = run_dir / "events"
     events_dir.mkdir(parents=True, exist_ok=True)
-    writers = {n: _Writer(events_dir / f"{n}.jsonl", n) for n in NODES}
-    ctl = _Writer(events_dir / "controller.jsonl", "controller")
+    writers = {n: _Writer(events_dir / f"{n}.jsonl", n, plain) for n in NODES}
+    ctl = _Writer(events_dir / "controller.jsonl", "controller", plain)
     total = 0
 
     def view(nodes: tuple[str, ...], ts: float, n: int, members: tuple[str, ...]) -> int:
-        body = f',"view_id":["{members[0]}",{n}],"members":[{",".join(f"{chr(34)}{m}{chr(34)}" for m in members)}]'
         for node in nodes:
-            writers[node].emit(ts, "view", body)
+            writers[node].emit(ts, "view", {"view_id": [members[0], n], "members": list(members)})
         return len(nodes)
 
     expected_messages = max(1, target_events // 8)
@@ -83,13 +82,13 @@ def generate_history(run_dir: Path, target_events: int, seed: int = 1) -> int:
         while total < target_events:
             ts = T0_TS + 0.01 + i * MSG_INTERVAL_S
             if i == split_at:
-                ctl.emit(ts, "fault_start", f',"fault_id":"f1","kind":"partition","detail":{{"bisect":true}},'
-                                            f'"applied_ts":{ts:.6f},"effective_ts":{ts + 0.001:.6f}')
+                ctl.emit(ts, "fault_start", {"fault_id": "f1", "kind": "partition", "detail": {"bisect": True},
+                                             "applied_ts": ts, "effective_ts": ts + 0.001})
                 total += 1 + view(("n1", "n2"), ts + 0.002, 2, ("n1", "n2")) + view(("n3", "n4"), ts + 0.002, 2,
                                                                                       ("n3", "n4"))
                 groups = {"n1": ("n1", "n2"), "n2": ("n1", "n2"), "n3": ("n3", "n4"), "n4": ("n3", "n4")}
             if i == heal_at:
-                ctl.emit(ts, "heal", f',"applied_ts":{ts:.6f},"effective_ts":{ts + 0.001:.6f}')
+                ctl.emit(ts, "heal", {"applied_ts": ts, "effective_ts": ts + 0.001})
                 total += 1 + view(NODES, ts + 0.01, 3, NODES)
                 groups = {n: NODES for n in NODES}
             sender = NODES[i % len(NODES)]
@@ -99,35 +98,35 @@ def generate_history(run_dir: Path, target_events: int, seed: int = 1) -> int:
             if rng.random() < MULTICAST_SHARE:
                 seqnos[sender] += 1
                 seqno = seqnos[sender]
-                w.emit(ts, "app_send", f',"msg_id":"{msg_id}","kind":"multicast","to":"*","size":100')
-                w.emit(ts, "data_tx", f',"proto":"nakack4","to":"*","seqno":{seqno},"conn_id":0,"first":false,'
-                                      f'"resend":false,"size":100')
+                w.emit(ts, "app_send", {"msg_id": msg_id, "kind": "multicast", "to": "*", "size": 100})
+                w.emit(ts, "data_tx", {"proto": "nakack4", "to": "*", "seqno": seqno, "conn_id": 0, "first": False,
+                                       "resend": False, "size": 100, "msg_id": msg_id})
                 total += 2
                 for k, receiver in enumerate(r for r in groups[sender] if r != sender):
                     at = ts + 0.0005 + 0.0001 * k
                     rw = writers[receiver]
                     if seqno % XMIT_EVERY == 0 and k == 0:
-                        rw.emit(at, "xmit_req_tx", f',"proto":"nakack4","to":"{sender}","seqnos":[{seqno}]')
-                        w.emit(at + 0.0001, "xmit_req_rx", f',"proto":"nakack4","from":"{receiver}",'
-                                                          f'"seqnos":[{seqno}],"found":[{seqno}],"missing":[]')
-                        w.emit(at + 0.0001, "data_tx", f',"proto":"nakack4","to":"{receiver}","seqno":{seqno},'
-                                                      f'"conn_id":0,"first":false,"resend":true,"size":100')
+                        rw.emit(at, "xmit_req_tx", {"proto": "nakack4", "to": sender, "seqnos": [seqno]})
+                        w.emit(at + 0.0001, "xmit_req_rx", {"proto": "nakack4", "from": receiver, "seqnos": [seqno],
+                                                            "found": [seqno], "missing": []})
+                        w.emit(at + 0.0001, "data_tx", {"proto": "nakack4", "to": receiver, "seqno": seqno,
+                                                        "conn_id": 0, "first": False, "resend": True, "size": 100})
                         at += 0.0003
                         total += 3
-                    rw.emit(at, "data_rx", f',"proto":"nakack4","from":"{sender}","seqno":{seqno},"conn_id":0,'
-                                           f'"first":false,"action":"deliver"')
-                    rw.emit(at, "app_deliver", f',"msg_id":"{msg_id}","kind":"multicast","from":"{sender}"')
+                    rw.emit(at, "data_rx", {"proto": "nakack4", "from": sender, "seqno": seqno, "conn_id": 0,
+                                            "first": False, "action": "deliver"})
+                    rw.emit(at, "app_deliver", {"msg_id": msg_id, "kind": "multicast", "from": sender})
                     total += 2
             else:
                 receiver = rng.choice([r for r in groups[sender] if r != sender])
                 at = ts + 0.0004
-                w.emit(ts, "app_send", f',"msg_id":"{msg_id}","kind":"unicast","to":"{receiver}","size":50')
-                w.emit(ts, "data_tx", f',"proto":"unicast3","to":"{receiver}","seqno":{counters[sender]},'
-                                      f'"conn_id":1,"first":false,"resend":false,"size":50')
+                w.emit(ts, "app_send", {"msg_id": msg_id, "kind": "unicast", "to": receiver, "size": 50})
+                w.emit(ts, "data_tx", {"proto": "unicast3", "to": receiver, "seqno": counters[sender],
+                                       "conn_id": 1, "first": False, "resend": False, "size": 50, "msg_id": msg_id})
                 rw = writers[receiver]
-                rw.emit(at, "data_rx", f',"proto":"unicast3","from":"{sender}","seqno":{counters[sender]},'
-                                       f'"conn_id":1,"first":false,"action":"deliver"')
-                rw.emit(at, "app_deliver", f',"msg_id":"{msg_id}","kind":"unicast","from":"{sender}"')
+                rw.emit(at, "data_rx", {"proto": "unicast3", "from": sender, "seqno": counters[sender],
+                                        "conn_id": 1, "first": False, "action": "deliver"})
+                rw.emit(at, "app_deliver", {"msg_id": msg_id, "kind": "unicast", "from": sender})
                 total += 4
             i += 1
     finally:
@@ -137,9 +136,12 @@ def generate_history(run_dir: Path, target_events: int, seed: int = 1) -> int:
 
 
 def _read_count(spark: SparkSession, run_dir: Path) -> int:
-    """The baseline: read and parse the same files with the same explicit schema, count the events."""
+    """The baseline: read and parse the same files with the same explicit schema, count the events (a run line's
+    rows each)."""
     files = sorted(str(p) for p in (run_dir / "events").glob("*.jsonl"))
-    return spark.read.schema(EVENT_SCHEMA).json(files).filter(F.col("type").isNotNull()).count()
+    events = F.coalesce(F.size(F.col(f"{ROWS}.ts")), F.lit(1))
+    lines = spark.read.schema(EVENT_SCHEMA).json(files).filter(F.col("type").isNotNull())
+    return int(lines.agg(F.sum(F.when(events < 1, 1).otherwise(events))).collect()[0][0])
 
 
 def _measure(spark: SparkSession, work: Path, target_events: int) -> dict[str, Any]:

@@ -100,16 +100,18 @@ class _Run:
 class HistoryWriter:
     """Appends events to `path`; events are buffered and written when `buffer_lines` are pending or on `flush`.
 
-    `clock` returns unix seconds (injectable for tests and the simulator).
+    `clock` returns unix seconds (injectable for tests and the simulator). `runs=False` writes every event as a
+    line of its own (the benchmarks' baseline).
     """
 
     def __init__(self, path: Path, run_id: str, node: str, buffer_lines: int = 1024,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, runs: bool = True) -> None:
         self.path = Path(path)
         self.run_id = run_id
         self.node = node
         self.buffer_lines = buffer_lines
         self._clock = clock
+        self._run_fields = RUN_FIELDS if runs else {}
         self._seq = 0
         self._events = 0  # events pending
         self._pending: list[bytes | _Run] = []  # encoded lines and runs, in the order of their first event
@@ -152,7 +154,7 @@ class HistoryWriter:
                         return
         if self._file is None:
             raise HistoryError(f"history {self.path} is closed; event {type_!r} was not recorded")
-        vary = RUN_FIELDS.get(type_)
+        vary = self._run_fields.get(type_)
         if vary is not None:
             names = tuple(fields)
             shape = self._shapes.get((type_, names), False)
