@@ -21,7 +21,7 @@ import os
 import time
 from operator import itemgetter
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, BinaryIO, Callable
 
 import orjson
 
@@ -116,13 +116,13 @@ class HistoryWriter:
         self._events = 0  # events pending
         self._pending: list[bytes | _Run] = []  # encoded lines and runs, in the order of their first event
         self._runs: dict[str, _Run] = {}  # event type -> its run still open (till the next flush)
-        self._shapes: dict[tuple[str, tuple[str, ...]], _Shape | None] = {}
+        self._shapes: dict[tuple[str, tuple[str, ...]], _Shape | None] = {}  # None: plain lines
         # the envelope's constant part, encoded once: `{"v":1,"run":"...","node":"...",`
         self._head = orjson.dumps({"v": SCHEMA_VERSION, "run": run_id, "node": node})[:-1] + b","
         self._heads: dict[str, bytes] = {}  # event type -> the line's start up to `"ts":`
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = open(self.path, "ab")
+            self._file: BinaryIO | None = open(self.path, "ab")
         except OSError as exc:
             raise HistoryError(f"cannot open history file {self.path}: {exc}",
                                hint="the run directory must be writable by the node's user") from None
@@ -157,16 +157,17 @@ class HistoryWriter:
         vary = self._run_fields.get(type_)
         if vary is not None:
             names = tuple(fields)
-            shape = self._shapes.get((type_, names), False)
-            if shape is False:
-                shape = self._shapes[type_, names] = self._shape(type_, names, vary, fields)
-            if shape is not None:  # the first row of a new run
-                run = self._runs[type_] = _Run(shape, shape.same(fields))
+            if (type_, names) in self._shapes:
+                new_shape = self._shapes[type_, names]
+            else:
+                new_shape = self._shapes[type_, names] = self._shape(type_, names, vary, fields)
+            if new_shape is not None:  # the first row of a new run
+                run = self._runs[type_] = _Run(new_shape, new_shape.same(fields))
                 self._pending.append(run)
                 self._seq += 1
                 run.ts.append(self._clock())
                 run.seq.append(self._seq)
-                run.values.append(shape.vary(fields))
+                run.values.append(new_shape.vary(fields))
                 self._events += 1
                 if self._events >= self.buffer_lines:
                     self.flush()
@@ -201,7 +202,7 @@ class HistoryWriter:
         if self._file is None:
             return
         if self._pending:
-            lines = [item if type(item) is bytes else item.encode(self._type_head(item.shape.type))
+            lines = [item.encode(self._type_head(item.shape.type)) if isinstance(item, _Run) else item
                      for item in self._pending]
             self._file.write(b"\n".join(lines) + b"\n")
             self._pending.clear()

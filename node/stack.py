@@ -72,7 +72,7 @@ class Stack:
         out: list[Effect] = []
         unclaimed = 0
         run: list[Any] = []
-        run_layer = None
+        run_layer = ""  # the layer of `run` (while `run` is empty: none)
         for msg in msgs:
             name = by_message.get(type(msg))
             if name is None:
@@ -96,7 +96,7 @@ class Stack:
             out += self.received(now_s, src, msg)
         return out
 
-    def timer(self, now_s: float, key: Hashable) -> list[Effect]:
+    def timer(self, now_s: float, key: tuple[str, Hashable]) -> list[Effect]:
         name, inner = key  # keys are always (layer, key) because _scoped made them so
         return self._scoped(name, self.layers[name].handle(now_s, TimerFired(inner)), now_s)
 

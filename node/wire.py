@@ -41,7 +41,7 @@ import operator
 import struct
 import zlib
 from dataclasses import fields
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, cast
 
 from node.auth import TAG_BYTES, WireKey
 from node.core import value
@@ -83,7 +83,8 @@ class Message:
     _VALUES: ClassVar[Callable[[Any], tuple]]  # message -> its fields' values, in field order (by `register`)
 
     def encode_body(self) -> bytes:
-        return self._STRUCT.pack(*self._VALUES(self)) if self.FORMAT else b""
+        cls = type(self)  # the class's getter, not bound to the message
+        return cls._STRUCT.pack(*cls._VALUES(self)) if cls.FORMAT else b""
 
     @classmethod
     def decode_body(cls, body: bytes) -> "Message":
@@ -103,7 +104,7 @@ def register(cls: type[Message]) -> type[Message]:
     if cls.TYPE in _REGISTRY and _REGISTRY[cls.TYPE] is not cls:
         raise ValueError(f"wire type {cls.TYPE} used by both {_REGISTRY[cls.TYPE].__name__} and {cls.__name__}")
     cls._STRUCT = struct.Struct("!" + cls.FORMAT)
-    names = [f.name for f in fields(cls)]
+    names = [f.name for f in fields(cast(Any, cls))]  # a dataclass (node.core.value)
     if len(names) == 1:
         one = operator.attrgetter(names[0])
         cls._VALUES = staticmethod(lambda msg: (one(msg),))
@@ -281,7 +282,7 @@ def decode_datagram_from(data: bytes, cluster_id: int | None) -> tuple[str, int,
 
 
 def field_names(cls: type[Message]) -> list[str]:
-    return [f.name for f in fields(cls)]
+    return [f.name for f in fields(cast(Any, cls))]  # a dataclass (node.core.value)
 
 
 _FIXED_KINDS = {"B": "u8", "H": "u16", "I": "u32", "Q": "u64"}

@@ -211,7 +211,8 @@ class UnicastBase(BatchingProtocol):
             gone = self.send_entries.get(peer) is not entry
             if gone or entry.window.has_room():
                 del self._blocked[peer]
-                blocked_ms = round((now_s - entry.blocked_since_s) * 1000, 3)
+                since_s = now_s if entry.blocked_since_s is None else entry.blocked_since_s  # set while blocked
+                blocked_ms = round((now_s - since_s) * 1000, 3)
                 entry.blocked_since_s = None
                 out.append(Emit("window_unblocked", {"proto": self.NAME, "peer": peer, "blocked_ms": blocked_ms,
                                                      "low": entry.window.low, "closed": gone}))
@@ -285,7 +286,7 @@ class UnicastBase(BatchingProtocol):
         missing: list[int] = []
         for seqno in seqnos:
             payload = entry.window.get(seqno) if entry is not None else None
-            if payload is None:
+            if payload is None or entry is None:
                 missing.append(seqno)
                 continue
             found.append(seqno)

@@ -43,7 +43,7 @@ class Unicast1(UnicastBase):
     def _on_ack(self, now_s: float, src: str, msg: UnicastAck) -> list[Effect]:
         entry = self.send_entries.get(src)
         accepted = entry is not None and entry.window.remove(msg.seqno)
-        if accepted:
+        if accepted and entry is not None:
             entry.last_ack_s = now_s
         return [Emit("ack_rx", {"proto": self.NAME, "from": src, "seqno": msg.seqno, "conn_id": 0,
                                 "action": "accepted" if accepted else "discarded"})]

@@ -75,7 +75,7 @@ class Unicast2(UnicastBase):
     def _on_ack(self, now_s: float, src: str, msg: UnicastAck) -> list[Effect]:
         entry = self.send_entries.get(src)
         accepted = entry is not None and msg.conn_id in (0, entry.conn_id)
-        if accepted:
+        if accepted and entry is not None:
             entry.window.remove(msg.seqno)
             entry.last_ack_s = now_s
             entry.counters["acks_accepted"] += 1
@@ -88,7 +88,7 @@ class Unicast2(UnicastBase):
         entry = self.send_entries.get(src)
         accepted = entry is not None and msg.conn_id == entry.conn_id
         purged_to = None
-        if accepted:
+        if accepted and entry is not None:
             entry.window.purge_to(msg.seqno)
             entry.last_ack_s = now_s
             entry.counters["stables_accepted"] += 1
@@ -102,14 +102,16 @@ class Unicast2(UnicastBase):
         out: list[Effect] = [Emit("resync_rx", {"proto": self.NAME, "peer": src, "kind": "first_seqno_req",
                                                 "bytes": len(encode_message(msg))})]
         entry = self.send_entries.get(src)
-        if entry is None or not entry.window.msgs:
+        lowest = entry.window.lowest() if entry is not None else None
+        if entry is None or lowest is None:  # no connection, or nothing unacknowledged
             self.counters["first_seqno_req_ignored"] += 1
             return out
-        lowest = entry.window.lowest()
         entry.first_seqno = lowest  # this and later retransmissions of it carry first=true
         self._data(src, entry, lowest, entry.window.msgs[lowest], True, True, out)
+        sent = out[-2]  # the Send `_data` appended before its data_tx
+        assert isinstance(sent, Send)
         out.append(Emit("resync_tx", {"proto": self.NAME, "peer": src, "kind": "first_seqno_rsp",
-                                      "bytes": len(encode_message(out[-2].msg)), "conn_id": entry.conn_id,
+                                      "bytes": len(encode_message(sent.msg)), "conn_id": entry.conn_id,
                                       "low": lowest - 1}))
         return out
 
@@ -138,10 +140,10 @@ class Unicast2(UnicastBase):
 
     def _xmit_task(self, now_s: float) -> list[Effect]:
         out: list[Effect] = []
-        for peer, entry in self.recv_entries.items():
-            if entry.ack_pending or entry.window.highest_delivered > entry.last_stable_seqno:
-                self._send_stable(peer, entry, out)
-            self._xmit_requests(peer, entry, entry.conn_id, out)
-        for peer, entry in self.send_entries.items():
-            self._tail_resend(peer, entry, out)
+        for peer, rx in self.recv_entries.items():
+            if rx.ack_pending or rx.window.highest_delivered > rx.last_stable_seqno:
+                self._send_stable(peer, rx, out)
+            self._xmit_requests(peer, rx, rx.conn_id, out)
+        for peer, tx in self.send_entries.items():
+            self._tail_resend(peer, tx, out)
         return out

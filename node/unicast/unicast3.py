@@ -98,11 +98,13 @@ class Unicast3(UnicastBase):
         self._rx_sync.pop(peer, None)
         self._last_sync_tx_s.pop(peer, None)
         self._replaced.pop(peer, None)
-        for direction, table in (("send", self.send_entries), ("recv", self.recv_entries)):
+        tables: tuple[tuple[str, dict[str, SendEntry] | dict[str, ReceiveEntry]], ...] = (
+            ("send", self.send_entries), ("recv", self.recv_entries))
+        for direction, table in tables:
             entry = table.pop(peer, None)
             if entry is not None:
                 self.counters["entries_of_old_lives"] += 1
-                extra = {"unacked": len(entry.window)} if direction == "send" else {}
+                extra = {"unacked": len(entry.window.msgs)} if isinstance(entry, SendEntry) else {}
                 out.append(self._conn_state(peer, direction, "removed", entry.conn_id, reason="peer_restarted",
                                             **extra))
         return out
@@ -264,7 +266,7 @@ class Unicast3(UnicastBase):
         entry = self.send_entries.get(src)
         accepted = (entry is not None and not entry.syncing and msg.conn_id == entry.conn_id
                     and msg.seqno <= entry.window.highest_sent)
-        if accepted:
+        if accepted and entry is not None:
             entry.window.purge_to(msg.seqno)
             entry.last_ack_s = now_s
             entry.counters["acks_accepted"] += 1
@@ -394,13 +396,13 @@ class Unicast3(UnicastBase):
             return True
         if self._expiry_s and (self.send_entries or self.recv_entries):
             return True  # idle connections age
-        for entry in self.recv_entries.values():
-            w = entry.window
-            if (entry.ack_pending or entry.delivered_since_ack or w.highest_received > w.highest_delivered
-                    or entry.state == CLOSING):
+        for rx in self.recv_entries.values():
+            w = rx.window
+            if (rx.ack_pending or rx.delivered_since_ack or w.highest_received > w.highest_delivered
+                    or rx.state == CLOSING):
                 return True
-        for entry in self.send_entries.values():
-            if entry.window.msgs or entry.syncing or entry.state == CLOSING:
+        for tx in self.send_entries.values():
+            if tx.window.msgs or tx.syncing or tx.state == CLOSING:
                 return True
         return False
 
@@ -434,14 +436,15 @@ class Unicast3(UnicastBase):
         out: list[Effect] = []
         if self._expiry_s:
             self._expire_idle(now_s, out)
-        for peer, entry in list(self.recv_entries.items()):
-            if entry.state == CLOSING and now_s - entry.closing_since_s >= self._close_s:
+        for peer, rx in list(self.recv_entries.items()):
+            if (rx.state == CLOSING and rx.closing_since_s is not None
+                    and now_s - rx.closing_since_s >= self._close_s):
                 out += super()._remove_receive(now_s, peer, "closed")
                 continue
-            if entry.ack_pending or entry.delivered_since_ack:
-                self._send_ack(peer, entry, out)
-            self._xmit_requests(peer, entry, entry.conn_id, out)
-            self._check_stuck(now_s, peer, entry, out)
+            if rx.ack_pending or rx.delivered_since_ack:
+                self._send_ack(peer, rx, out)
+            self._xmit_requests(peer, rx, rx.conn_id, out)
+            self._check_stuck(now_s, peer, rx, out)
         for peer, pending in list(self._rx_sync.items()):
             if now_s - pending.started_s >= self._sync_timeout_s:
                 del self._rx_sync[peer]
@@ -449,24 +452,25 @@ class Unicast3(UnicastBase):
                 out.append(Emit("resync_timeout", {"proto": self.NAME, "peer": peer, "side": "recv"}))
             elif now_s - self._last_sync_tx_s.get(peer, float("-inf")) >= self._sync_min_s:
                 self._send_sync(now_s, peer, out)
-        for peer, entry in list(self.send_entries.items()):
-            if entry.state == CLOSING and now_s - entry.closing_since_s >= self._close_s:
+        for peer, tx in list(self.send_entries.items()):
+            if (tx.state == CLOSING and tx.closing_since_s is not None
+                    and now_s - tx.closing_since_s >= self._close_s):
                 del self.send_entries[peer]
                 if self.is_member(peer):
-                    out.append(Send(peer, UnicastClose(entry.conn_id)))
-                out.append(self._conn_state(peer, "send", "closed", entry.conn_id))
+                    out.append(Send(peer, UnicastClose(tx.conn_id)))
+                out.append(self._conn_state(peer, "send", "closed", tx.conn_id))
                 continue
-            if (self._max_retransmit_s and entry.window.msgs and not self.is_member(peer)
-                    and now_s - entry.last_ack_s >= self._max_retransmit_s):
+            if (self._max_retransmit_s and tx.window.msgs and not self.is_member(peer)
+                    and now_s - tx.last_ack_s >= self._max_retransmit_s):
                 del self.send_entries[peer]
-                out.append(self._conn_state(peer, "send", "removed", entry.conn_id))
+                out.append(self._conn_state(peer, "send", "removed", tx.conn_id))
                 continue
-            if entry.syncing:
-                if now_s - entry.sync_started_s >= self._sync_timeout_s:
-                    entry.syncing = False
-                    entry.counters["sync_timeouts"] += 1
+            if tx.syncing:
+                if now_s - tx.sync_started_s >= self._sync_timeout_s:
+                    tx.syncing = False
+                    tx.counters["sync_timeouts"] += 1
                     out.append(Emit("resync_timeout", {"proto": self.NAME, "peer": peer, "side": "send"}))
                 else:
-                    self._send_sync_ok(peer, entry, out)
-            self._tail_resend(peer, entry, out)
+                    self._send_sync_ok(peer, tx, out)
+            self._tail_resend(peer, tx, out)
         return out

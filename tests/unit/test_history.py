@@ -84,6 +84,15 @@ def test_runs_give_back_every_event_in_order(tmp_path, buffer_lines):
         assert len(lines) == 9
 
 
+def test_without_runs_every_event_is_a_line_of_its_own(tmp_path):
+    path = tmp_path / "n2.jsonl"
+    with HistoryWriter(path, "r1", "n2", runs=False) as writer:
+        for type_, fields in _protocol_traffic():
+            writer.record(type_, dict(fields))
+    assert len(path.read_text().splitlines()) == len(_protocol_traffic()) and '"rows"' not in path.read_text()
+    assert [(e["type"], e["seq"]) for e in read(path)] == [(t, i) for i, (t, _) in enumerate(_protocol_traffic(), 1)]
+
+
 def test_a_restarted_writer_appends_a_stretch_of_its_own(tmp_path):
     path = tmp_path / "n2.jsonl"
     for boot in (1, 2):
