@@ -112,19 +112,19 @@ def _problem_sql() -> str:
     def missing(name: str) -> str:
         return f"`{name}` IS NULL"
 
-    rules: list[tuple[str, str]] = [
-        (f"{missing('v')} AND {missing('type')} AND `{CORRUPT_FIELD}` IS NOT NULL", "not a JSON object"),
-        (f"`{CORRUPT_FIELD}` IS NOT NULL", "a field has the wrong JSON type"),
-        (f"`{ROWS_PROBLEM}` IS NOT NULL", f"`{ROWS_PROBLEM}`"),
+    rules: list[tuple[str, str]] = [  # (condition, the problem's SQL: a string literal, or a column's)
+        (f"{missing('v')} AND {missing('type')} AND `{CORRUPT_FIELD}` IS NOT NULL", _sql_string("not a JSON object")),
+        (f"`{CORRUPT_FIELD}` IS NOT NULL", _sql_string("a field has the wrong JSON type")),
+        (f"`{ROWS_PROBLEM}` IS NOT NULL", f"`{ROWS_PROBLEM}`"),  # set by expand_runs
     ]
-    rules += [(missing(name), f"missing envelope field '{name}'") for name, _ in ENVELOPE]
-    rules.append((f"`v` != {SCHEMA_VERSION}", f"schema version is not {SCHEMA_VERSION}"))
-    rules += [(f"`type` = {_sql_string(type_)} AND {missing(name)}", f"{type_} lacks field '{name}'")
+    rules += [(missing(name), _sql_string(f"missing envelope field '{name}'")) for name, _ in ENVELOPE]
+    rules.append((f"`v` != {SCHEMA_VERSION}", _sql_string(f"schema version is not {SCHEMA_VERSION}")))
+    rules += [(f"`type` = {_sql_string(type_)} AND {missing(name)}", _sql_string(f"{type_} lacks field '{name}'"))
               for type_, fields in REQUIRED.items() for name in fields]
     rules += [(f"`type` = {_sql_string(type_)} AND NOT `{name}` IN ({', '.join(map(_sql_string, allowed))})",
-               f"{type_}.{name} is not one of {', '.join(allowed)}") for (type_, name), allowed in ALLOWED.items()]
-    whens = " ".join(f"WHEN {cond} THEN {message if message.startswith('`') else _sql_string(message)}"
-                     for cond, message in rules)
+               _sql_string(f"{type_}.{name} is not one of {', '.join(allowed)}"))
+              for (type_, name), allowed in ALLOWED.items()]
+    whens = " ".join(f"WHEN {cond} THEN {problem}" for cond, problem in rules)
     return f"CASE {whens} ELSE CAST(NULL AS STRING) END"
 
 
