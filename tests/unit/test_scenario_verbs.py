@@ -313,7 +313,9 @@ def test_a_delayed_restart_lets_steps_go_on_and_a_step_needing_the_node_waits_fo
     assert calls[1][2] - calls[0][2] >= 0.3  # down for its delay_s
     assert calls[2][2] - calls[1][2] >= 0.2  # the workload waited until n2's control API answered
     restart, workload = sched.steps
-    assert restart.end_applied_at_s == pytest.approx(restart.done_at_s + 0.3, abs=0.05)
+    # the start comes its delay_s after the kill: not before, and late by no more than a loaded machine's wake-up
+    # (0.35 s was seen beside the container tests; a start that waited for the next step would be much later)
+    assert 0.25 <= restart.end_applied_at_s - restart.done_at_s <= 0.55
     assert restart.end_applied_at_s <= restart.ended_at_s
     assert workload.applied_at_s >= restart.ended_at_s + 0.2
     assert [(t, f["kind"], f["detail"]["delay_s"]) for t, f in target.net.events if t == "fault_start"] == \
