@@ -4,6 +4,7 @@ with the history flushed."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import signal
 import sys
 
@@ -15,6 +16,14 @@ from node.errors import SplitlabError
 from node.history import HistoryWriter
 from node.layers import build_stack  # the stack the config asks for
 from node.runtime import NodeRuntime, resolve_host
+
+
+# The cyclic garbage collector, once the node has started: what exists then (modules, classes, the stack) is
+# frozen out of every collection, and a young collection waits for 20,000 new objects instead of 700. A message
+# makes a dozen short-lived objects that reference counting frees at once (none of them cycles), so the default
+# collected about every 60 messages for nothing: 0.2 us a message on the sender and 0.5 us on the receiver, on
+# loopback, nothing else running (issue 34).
+GC_YOUNG_OBJECTS = 20_000
 
 
 async def serve(config: NodeConfig) -> int:
@@ -53,6 +62,8 @@ async def serve(config: NodeConfig) -> int:
                              "multicast": config.multicast, "bcast_sync": config.bcast_sync,
                              "nakack4": config.nakack4_config.as_dict(), "auth": config.auth_key is not None})
         runtime.start_protocols()  # after node_start, so the initial view follows it in the history
+        gc.freeze()
+        gc.set_threshold(GC_YOUNG_OBJECTS)
         history.flush()
         print(f"node {config.name}: data {runtime.data_ip}:{config.data_address(config.name)[1]}, "
               f"control http://{control_ip}:{control_port}", flush=True)
