@@ -74,7 +74,7 @@ def _pair(count: int, history: bool, runs: bool = True) -> tuple[float, float]:
                 payload = make_payload(msg_id, PAYLOAD_BYTES)
                 if app_send is not None:
                     app_send("app_send", {"msg_id": msg_id, "kind": "unicast", "to": "n2", "size": len(payload)})
-                sender.request(now_s, "unicast", "send", {"to": "n2", "payload": payload})
+                sender.send(now_s, "unicast", "n2", payload)  # as the node's workloads send
             datagrams = [d for msgs in sender.take_outbox().values() for d in sender.datagrams(msgs, {})]
             t1 = time.process_time()
             for datagram in datagrams:

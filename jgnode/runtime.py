@@ -163,6 +163,9 @@ class JgRuntime:
         except jpype.JException as exc:
             raise UsageError(f"JGroups refused the send: {exc}") from None
 
+    def send(self, layer: str, to: str, payload: bytes) -> None:
+        self.request(layer, "send", {"to": to, "payload": payload})
+
     def start_workload(self, spec: WorkloadSpec) -> Workload:
         item = workload.start(self, spec)
         self.workloads.append(item)

@@ -155,6 +155,16 @@ class Protocol:
     def on_timer(self, now_s: float, key: Hashable) -> list[Effect]:
         return []
 
+    def handle_send(self, now_s: float, to: str, payload: bytes) -> list[Effect]:
+        """An application message for `to` ("*": every member) whose arguments the caller has checked (a node's
+        workload checks them once when it starts): the effects of the `send` request without decoding them from
+        a request's arguments, one message at a time (`node.stack.Stack.send`)."""
+        return self.on_send(now_s, to, payload)
+
+    def on_send(self, now_s: float, to: str, payload: bytes) -> list[Effect]:
+        """See `handle_send`; a layer without a faster way is given the `send` request."""
+        return self.on_request(now_s, "send", {"to": to, "payload": payload})
+
     def on_request(self, now_s: float, op: str, args: dict[str, Any]) -> list[Effect]:
         return []
 
@@ -173,6 +183,9 @@ class BatchingProtocol(Protocol):
 
     def handle(self, now_s: float, event: Event) -> list[Effect]:
         return self._after(now_s, super().handle(now_s, event))
+
+    def handle_send(self, now_s: float, to: str, payload: bytes) -> list[Effect]:
+        return self._after(now_s, self.on_send(now_s, to, payload))
 
     def handle_batch(self, now_s: float, src: str, msgs: list[Any]) -> list[Effect]:
         on_received = self.on_received

@@ -123,6 +123,11 @@ class Driver:
         self.apply(effects)
         return effects
 
+    def send(self, now_s: float, layer: str, to: str, payload: bytes) -> None:
+        """Send an application message whose arguments the caller checked (`node.stack.Stack.send`); its effects
+        carried out. Raises what the layer raises (`WindowFull`), before any effect."""
+        self.apply(self.stack.send(now_s, layer, to, payload))
+
     def install_view(self, now_s: float, view_id: tuple[str, int], members: tuple[str, ...]) -> None:
         """Give every layer a view from outside the stack (what a membership layer does with `InstallView`)."""
         self._view(view_id, members)

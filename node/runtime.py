@@ -278,6 +278,11 @@ class NodeRuntime:
         """Run an application request on a layer (raises UsageError for bad requests, WindowFull when full)."""
         self.driver.request(self._loop.time(), layer, op, args)
 
+    def send(self, layer: str, to: str, payload: bytes) -> None:
+        """A workload's message (its arguments checked when it started; raises WindowFull when the window is
+        full)."""
+        self.driver.send(self._loop.time(), layer, to, payload)
+
     def start_workload(self, spec: WorkloadSpec) -> Workload:
         """Start an application workload as its own task (it never blocks the node)."""
         item = workload.start(self, spec)

@@ -106,6 +106,14 @@ class Stack:
             raise UsageError(f"no protocol layer {layer!r} on this node; layers: {', '.join(self.layers)}")
         return self._scoped(layer, self.layers[layer].handle(now_s, AppRequest(op, args or {})), now_s)
 
+    def send(self, now_s: float, layer: str, to: str, payload: bytes) -> list[Effect]:
+        """An application message to `to` through `layer`, its arguments checked by the caller
+        (`node.core.Protocol.handle_send`). Raises `UsageError` for an unknown layer."""
+        target = self.layers.get(layer)
+        if target is None:
+            raise UsageError(f"no protocol layer {layer!r} on this node; layers: {', '.join(self.layers)}")
+        return self._scoped(layer, target.handle_send(now_s, to, payload), now_s)
+
     def view(self, now_s: float, view_id: tuple[str, int], members: tuple[str, ...]) -> list[Effect]:
         """Give every layer the view (a layer's own `InstallView` in reaction is expanded in turn)."""
         return self._to_every_layer(now_s, ViewInstalled(view_id, members))

@@ -28,14 +28,16 @@ _ids = itertools.count(1)
 
 
 class WorkloadHost(Protocol):
-    """What a workload runs on: message ids, the history, requests to a layer, and the window-open signal."""
+    """What a workload runs on: message ids, the history, sends through a layer, and the window-open signal."""
 
     history: HistoryWriter
     window_open: asyncio.Event  # set when a layer emits `window_unblocked`
 
     def new_msg_id(self) -> str: ...
 
-    def request(self, layer: str, op: str, args: dict[str, Any]) -> None: ...
+    def send(self, layer: str, to: str, payload: bytes) -> None:
+        """One message through `layer` to `to` ("*": the group), its arguments checked by `WorkloadSpec.parse`;
+        raises WindowFull when the layer's window is full."""
 
 
 @dataclass
@@ -110,7 +112,7 @@ async def run(runtime: WorkloadHost, workload: Workload) -> None:
     started = loop.time()
     multicast = spec.kind == "multicast"
     record = runtime.history.record
-    request = runtime.request
+    send = runtime.send
     try:
         for index in range(spec.count):
             msg_id = runtime.new_msg_id()
@@ -118,10 +120,9 @@ async def run(runtime: WorkloadHost, workload: Workload) -> None:
             sent = {"msg_id": msg_id, "kind": spec.kind, "to": spec.to, "size": len(payload)}
             if not multicast:
                 record("app_send", sent)
-            args = {"payload": payload} if multicast else {"to": spec.to, "payload": payload}
             while True:  # the send, and while the layer answers WindowFull, a wait for room and another try
                 try:
-                    request(spec.layer, "send", args)
+                    send(spec.layer, spec.to, payload)
                     break
                 except WindowFull:  # no await between the refusal and the wait: an unblock cannot slip in between
                     await _room(runtime, workload)

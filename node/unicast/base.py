@@ -112,9 +112,8 @@ class UnicastBase(BatchingProtocol):
         Raises UsageError for an unknown op or bad arguments, WindowFull when the send window to `to` is full.
         """
         if op == "send":
-            to = _peer_arg(args, "to", self.local)
-            payload = payload_arg(args, MAX_PAYLOAD_BYTES, "unicast send")
-            return self._send(now_s, to, payload)
+            return self._send(now_s, _peer_arg(args, "to", self.local),
+                              payload_arg(args, MAX_PAYLOAD_BYTES, "unicast send"))
         if op == "close":
             return self._close(now_s, _peer_arg(args, "peer", self.local))
         if op == "remove":
@@ -126,6 +125,9 @@ class UnicastBase(BatchingProtocol):
         raise UsageError(f"{self.NAME}: unknown request {op!r}",
                          hint="requests: send {to, payload}, close {peer}, remove {peer}, remove_receive {peer}, "
                                   "sync {peer}")
+
+    def on_send(self, now_s: float, to: str, payload: bytes) -> list[Effect]:
+        return self._send(now_s, to, payload)
 
     def on_view(self, now_s: float, view_id: tuple[str, int], members: tuple[str, ...]) -> list[Effect]:
         self.view_id = view_id
