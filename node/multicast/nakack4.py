@@ -150,21 +150,30 @@ class Nakack4(BatchingProtocol):
         """Requests: `send {payload[, stall_ms]}` (raises WindowFull when the window is full, SenderClosed after
         `close`), `close` (wakes a blocked sender; later sends fail). Raises UsageError for bad requests."""
         if op == "send":
-            if self.closed:
-                raise SenderClosed(f"{self.NAME}: the sender of {self.local} is closed")
+            self._check_open()
             payload = payload_arg(args, MAX_PAYLOAD_BYTES, f"{self.NAME} send")
             stall_ms = args.get("stall_ms")
-            if stall_ms is not None:
-                if isinstance(stall_ms, bool) or not isinstance(stall_ms, (int, float)) or stall_ms < 0:
-                    raise UsageError(f"{self.NAME} send: stall_ms must be a number >= 0, got {stall_ms!r}")
-                return self._send_threaded(now_s, payload, stall_ms / 1000)
-            if self.config.send_atomic and self.lock.busy:
-                self.lock.queue.append((payload, 0.0))
-                return []
-            return self._send_now(now_s, payload)
+            if stall_ms is None:
+                return self.on_send(now_s, "*", payload)
+            if isinstance(stall_ms, bool) or not isinstance(stall_ms, (int, float)) or stall_ms < 0:
+                raise UsageError(f"{self.NAME} send: stall_ms must be a number >= 0, got {stall_ms!r}")
+            return self._send_threaded(now_s, payload, stall_ms / 1000)
         if op == "close":
             return self._close(now_s)
         raise UsageError(f"{self.NAME}: unknown request {op!r}", hint="requests: send {payload}, close")
+
+    def on_send(self, now_s: float, to: str, payload: bytes) -> list[Effect]:
+        """A multicast (`to` is "*") of a checked payload: the `send` request without a stall (a node's workloads
+        send this way). Raises SenderClosed after `close`, WindowFull when the window is full."""
+        self._check_open()
+        if self.config.send_atomic and self.lock.busy:
+            self.lock.queue.append((payload, 0.0))
+            return []
+        return self._send_now(now_s, payload)
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise SenderClosed(f"{self.NAME}: the sender of {self.local} is closed")
 
     def on_view(self, now_s: float, view_id: tuple[str, int], members: tuple[str, ...]) -> list[Effect]:
         old, new = set(self.members), set(members)
