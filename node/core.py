@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Hashable, TypeVar, dataclass_transform
 
-T = TypeVar("T")
-
 from node.errors import UsageError
+
+T = TypeVar("T")
 
 # Events, effects and wire messages (node.wire) are values: nothing changes one after it is made. They are not
 # `frozen` dataclasses because a frozen dataclass's __init__ sets each field through object.__setattr__ (3x the
