@@ -139,9 +139,9 @@ def _read_count(spark: SparkSession, run_dir: Path) -> int:
     """The baseline: read and parse the same files with the same explicit schema, count the events (a run line's
     rows each)."""
     files = sorted(str(p) for p in (run_dir / "events").glob("*.jsonl"))
-    events = F.coalesce(F.size(F.col(f"{ROWS}.ts")), F.lit(1))
+    events = F.when(F.col(ROWS).isNull(), 1).otherwise(F.size(F.col(f"{ROWS}.ts")))
     lines = spark.read.schema(EVENT_SCHEMA).json(files).filter(F.col("type").isNotNull())
-    return int(lines.agg(F.sum(F.when(events < 1, 1).otherwise(events))).collect()[0][0])
+    return int(lines.agg(F.sum(events)).collect()[0][0])
 
 
 def _measure(spark: SparkSession, work: Path, target_events: int) -> dict[str, Any]:

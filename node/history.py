@@ -62,10 +62,21 @@ class _Shape:
         self.size = len(names)
         self.same_names = tuple(n for n in names if n not in vary_names)
         self.vary_names = vary_names
-        # itemgetter: one C call for every field of the event (a tuple, or the value itself for a single name)
-        self.same: Callable[[dict[str, Any]], Any] = (itemgetter(*self.same_names) if self.same_names
-                                                        else lambda fields: ())
+        # itemgetter: one C call for every field of the event. `same` always gives a tuple, which compares its
+        # items by identity first: an event's values always equal themselves, so its first row always fits its run.
+        self.same: Callable[[dict[str, Any]], tuple[Any, ...]] = (
+            itemgetter(*self.same_names) if len(self.same_names) > 1
+            else _one(self.same_names[0]) if self.same_names else _none)
         self.vary: Callable[[dict[str, Any]], Any] = itemgetter(*vary_names)
+
+
+def _one(name: str) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
+    get = itemgetter(name)
+    return lambda fields: (get(fields),)
+
+
+def _none(fields: dict[str, Any]) -> tuple[Any, ...]:
+    return ()
 
 
 class _Run:
@@ -73,7 +84,7 @@ class _Run:
 
     __slots__ = ("shape", "same", "ts", "seq", "values")
 
-    def __init__(self, shape: _Shape, same: Any) -> None:
+    def __init__(self, shape: _Shape, same: tuple[Any, ...]) -> None:
         self.shape = shape
         self.same = same
         self.ts: list[float] = []
@@ -83,8 +94,7 @@ class _Run:
     def encode(self, head: bytes) -> bytes:
         """The run's line after `head` (the envelope's constant part and its type, up to `"ts":`)."""
         shape = self.shape
-        same = self.same if len(shape.same_names) != 1 else (self.same,)
-        fields = dict(zip(shape.same_names, same))
+        fields = dict(zip(shape.same_names, self.same))
         columns = list(zip(*self.values)) if len(shape.vary_names) > 1 else [self.values]
         if len(self.seq) == 1:  # a run of one: a plain line
             fields.update((name, column[0]) for name, column in zip(shape.vary_names, columns))
@@ -161,16 +171,10 @@ class HistoryWriter:
                 new_shape = self._shapes[type_, names]
             else:
                 new_shape = self._shapes[type_, names] = self._shape(type_, names, vary, fields)
-            if new_shape is not None:  # the first row of a new run
-                run = self._runs[type_] = _Run(new_shape, new_shape.same(fields))
+            if new_shape is not None:  # a new run: the event is its first row, by the path above
+                self._runs[type_] = run = _Run(new_shape, new_shape.same(fields))
                 self._pending.append(run)
-                self._seq += 1
-                run.ts.append(self._clock())
-                run.seq.append(self._seq)
-                run.values.append(new_shape.vary(fields))
-                self._events += 1
-                if self._events >= self.buffer_lines:
-                    self.flush()
+                self.record(type_, fields)
                 return
         elif not _RESERVED.isdisjoint(fields):
             raise ValueError(f"event {type_!r} uses reserved field(s) {sorted(_RESERVED.intersection(fields))}")

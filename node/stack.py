@@ -102,17 +102,19 @@ class Stack:
 
     def request(self, now_s: float, layer: str, op: str, args: dict[str, Any] | None = None) -> list[Effect]:
         """Send an application request to `layer`. Raises `UsageError` for an unknown layer."""
-        if layer not in self.layers:
-            raise UsageError(f"no protocol layer {layer!r} on this node; layers: {', '.join(self.layers)}")
-        return self._scoped(layer, self.layers[layer].handle(now_s, AppRequest(op, args or {})), now_s)
+        return self._scoped(layer, self._layer(layer).handle(now_s, AppRequest(op, args or {})), now_s)
 
     def send(self, now_s: float, layer: str, to: str, payload: bytes) -> list[Effect]:
         """An application message to `to` through `layer`, its arguments checked by the caller
         (`node.core.Protocol.handle_send`). Raises `UsageError` for an unknown layer."""
-        target = self.layers.get(layer)
-        if target is None:
-            raise UsageError(f"no protocol layer {layer!r} on this node; layers: {', '.join(self.layers)}")
-        return self._scoped(layer, target.handle_send(now_s, to, payload), now_s)
+        return self._scoped(layer, self._layer(layer).handle_send(now_s, to, payload), now_s)
+
+    def _layer(self, name: str) -> Protocol:
+        """The layer an application request or send names. Raises `UsageError` for an unknown one."""
+        layer = self.layers.get(name)
+        if layer is None:
+            raise UsageError(f"no protocol layer {name!r} on this node; layers: {', '.join(self.layers)}")
+        return layer
 
     def view(self, now_s: float, view_id: tuple[str, int], members: tuple[str, ...]) -> list[Effect]:
         """Give every layer the view (a layer's own `InstallView` in reaction is expanded in turn)."""

@@ -19,7 +19,6 @@ import os
 import pytest
 
 CONTAINER_DIRS = ("tests/cluster/", "tests/scenarios/")
-NOT_CONTAINERS = ("tests/cluster/test_netem_vm.py",)  # root, but a qemu VM: it runs beside the container tests
 # One work unit beside the container tests, the first the other worker takes: the multi-host tests, then the netem
 # VM (its guest clock runs only while qemu does: it boots while the container unit runs clusters of Python nodes,
 # not the real JGroups' JVMs of the scenarios later on, which twice starved it past its jitter bounds)
@@ -62,8 +61,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
                 return "multi-host and netem VM"
             if nodeid.startswith(BESIDE_CONTAINERS):
                 return nodeid.split("::", 1)[0]
-            if (nodeid.startswith(CONTAINER_DIRS) and not nodeid.startswith(NOT_CONTAINERS)
-                    or nodeid.startswith(WITH_CONTAINERS)):
+            if nodeid.startswith(CONTAINER_DIRS + WITH_CONTAINERS):
                 return "containers"
             return nodeid
 
