@@ -157,7 +157,7 @@ def _rows_problem_sql() -> str:
 
 
 _EXPANDED_SQL = ([f"{_rows_problem_sql()} AS `{ROWS_PROBLEM}`", "_row IS NULL OR _row = 0 AS line_start",
-                  f"coalesce(_row_ts, ts) AS ts"]
+                  "coalesce(_row_ts, ts) AS ts"]
                  + [f"CASE WHEN _row IS NOT NULL AND `{ROWS}`.`{name}` IS NOT NULL THEN `{ROWS}`.`{name}`[_row] "
                     f"ELSE `{name}` END AS `{name}`" for name in ROW_FIELDS[1:]])
 
