@@ -13,24 +13,22 @@ and the runtime or simulator records the `view` history event).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Hashable, TypeVar, dataclass_transform
+from typing import Any, Hashable
+
+from mypy_extensions import mypyc_attr
 
 from node.errors import UsageError
 
-T = TypeVar("T")
-
-# Events, effects and wire messages (node.wire) are values: nothing changes one after it is made. They are not
+# Events, effects and wire messages (node.wire) are values: nothing changes one after it is made. Each is a
+# `@dataclass(slots=True, unsafe_hash=True)`, written out on every class: mypyc compiles a class only when its
+# decorator is `dataclass` itself (a helper that applies it would leave the class interpreted). They are not
 # `frozen` dataclasses because a frozen dataclass's __init__ sets each field through object.__setattr__ (3x the
 # cost of a slotted one), and the node makes several per message (measured: 0.35 against 0.10 us for Deliver).
 # unsafe_hash keeps them hashable by value, as frozen ones were.
-@dataclass_transform(eq_default=True)
-def value(cls: type[T]) -> type[T]:
-    """A slotted, hashable dataclass (see above)."""
-    return dataclass(slots=True, unsafe_hash=True)(cls)
 
 
 # --- events -----------------------------------------------------------------------------------------------
-@value
+@dataclass(slots=True, unsafe_hash=True)
 class Received:
     """A message `msg` (a `node.wire` message object) arrived from member `src`."""
 
@@ -38,14 +36,14 @@ class Received:
     msg: Any
 
 
-@value
+@dataclass(slots=True, unsafe_hash=True)
 class TimerFired:
     """The timer set earlier under `key` is due."""
 
     key: Hashable
 
 
-@value
+@dataclass(slots=True, unsafe_hash=True)
 class AppRequest:
     """A request from the application or control API: `op` names it, `args` carries its arguments."""
 
@@ -53,7 +51,7 @@ class AppRequest:
     args: dict[str, Any] = field(default_factory=dict)
 
 
-@value
+@dataclass(slots=True, unsafe_hash=True)
 class ViewInstalled:
     """A new group view: `view_id` and `members` in join order (the first is the coordinator)."""
 
@@ -61,7 +59,7 @@ class ViewInstalled:
     members: tuple[str, ...]
 
 
-@value
+@dataclass(slots=True, unsafe_hash=True)
 class PeerRestarted:
     """Member `peer` restarted: its datagrams carry a newer incarnation, so whatever a layer kept about its
     previous life (sequence numbers, windows) no longer holds. Delivered before the new life's first message."""
@@ -73,7 +71,7 @@ Event = Received | TimerFired | AppRequest | ViewInstalled | PeerRestarted
 
 
 # --- effects ----------------------------------------------------------------------------------------------
-@value
+@dataclass(slots=True, unsafe_hash=True)
 class Send:
     """Send `msg` to member `dst` (unreliably: the runtime bundles and sends one datagram)."""
 
@@ -81,7 +79,7 @@ class Send:
     msg: Any
 
 
-@value
+@dataclass(slots=True, unsafe_hash=True)
 class SetTimer:
     """Fire `TimerFired(key)` at absolute time `at_s` (same clock as `now_s`); replaces a timer with that key."""
 
@@ -89,14 +87,14 @@ class SetTimer:
     at_s: float
 
 
-@value
+@dataclass(slots=True, unsafe_hash=True)
 class CancelTimer:
     """Cancel the timer with `key`, if any."""
 
     key: Hashable
 
 
-@value
+@dataclass(slots=True, unsafe_hash=True)
 class Deliver:
     """Deliver an application payload from `src` to the application (the history records `app_deliver`)."""
 
@@ -105,7 +103,7 @@ class Deliver:
     kind: str = "unicast"  # unicast | multicast
 
 
-@value
+@dataclass(slots=True, unsafe_hash=True)
 class Emit:
     """Append a history event of `type` with `fields` (see pipeline/SCHEMA.md)."""
 
@@ -113,7 +111,7 @@ class Emit:
     fields: dict[str, Any] = field(default_factory=dict)
 
 
-@value
+@dataclass(slots=True, unsafe_hash=True)
 class InstallView:
     """Install the group view `view_id` (`(coordinator, n)`) with `members` in join order (the first is the
     coordinator). The stack turns it into `ViewInstalled` for every layer right after this effect."""
@@ -125,6 +123,7 @@ class InstallView:
 Effect = Send | SetTimer | CancelTimer | Deliver | Emit | InstallView
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # every other layer, the workloads and the tests subclass it
 class Protocol:
     """Base class for sans-IO protocols: `handle` dispatches to `on_received`, `on_timer`, `on_request`, `on_view`.
 
@@ -175,6 +174,7 @@ class Protocol:
         return []
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # NAKACK4 (not compiled) subclasses it
 class BatchingProtocol(Protocol):
     """A protocol with bookkeeping after every event (`_after(now_s, effects)`: arming a timer when work appeared,
     telling windows that have room again) that takes the messages of one datagram in one call: `handle_batch`

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Callable
 
 import orjson
+from mypy_extensions import mypyc_attr
 
 from node.errors import HistoryError
 
@@ -107,6 +108,7 @@ class _Run:
         return b'%s%s,"seq":%d%s' % (head, _dumps(self.ts[0]), self.seq[0], rest)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # the JGroups node's SharedHistory (jgnode.runtime)
 class HistoryWriter:
     """Appends events to `path`; events are buffered and written when `buffer_lines` are pending or on `flush`.
 

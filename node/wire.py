@@ -26,25 +26,25 @@ truncated or absurd field, or an unknown message type raises `WireError` with a 
 loop counts it by reason and drops it.
 
 Type codes are allocated in ranges: 1-15 membership and liveness, 16-47 unicast, 48-79 multicast.
-New messages subclass `Message`, set `TYPE`, `FORMAT` (a struct format of fixed fields, network order) and
-`FIELDS`, and are registered with `@register`, which compiles the `FORMAT` once (`_STRUCT`) and the getter of the
-fixed fields (`_VALUES`, field order): encoding a fixed-size message is one `Struct.pack` of the fields (not
+New messages are dataclasses that subclass `Message`, registered right after their class bodies by
+`register(cls, TYPE, FORMAT, layout=...)` (FORMAT: a struct format of their fixed fields, network order), which
+sets the class constants and compiles the `FORMAT` once (`_STRUCT`) and the getter of the fixed fields
+(`_VALUES`, field order): encoding a fixed-size message is one `Struct.pack` of the fields (not
 `dataclasses.astuple`, which copies recursively: ~10x slower), decoding one `Struct.unpack`. A message with a
-variable tail (a payload or a list) overrides `encode_body` / `decode_body`, uses `_STRUCT` for its fixed head,
-and declares its whole body in `LAYOUT` (`body_layout`). The layouts are what tools outside the codec read the
-wire by: the fuzz generator (chaos.fuzz.gen) and the Wireshark dissector (chaos.wire.wireshark); the tests hold
-every layout to the codec's own decoding.
+variable tail (a payload or a list) overrides `encode_body` /
+`decode_body`, uses `_STRUCT` for its fixed head, and declares its whole body in `LAYOUT` (`body_layout`). The
+layouts are what tools outside the codec read the wire by: the fuzz generator (chaos.fuzz.gen) and the Wireshark
+dissector (chaos.wire.wireshark); the tests hold every layout to the codec's own decoding.
 """
 from __future__ import annotations
 
 import operator
 import struct
 import zlib
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from typing import Any, Callable, ClassVar, cast
 
 from node.auth import TAG_BYTES, WireKey
-from node.core import value
 from node.errors import WireError
 
 MAGIC = b"SL"
@@ -72,7 +72,7 @@ def cluster_id_of(run_id: str) -> int:
 
 
 class Message:
-    """Base of all wire messages (subclasses are `node.core.value` dataclasses, made decodable by `register`)."""
+    """Base of all wire messages (subclasses are value dataclasses as in `node.core`, made decodable by `register`)."""
 
     __slots__ = ()
 
@@ -81,6 +81,7 @@ class Message:
     LAYOUT: ClassVar[Layout] = ()  # the body as (kind, field), for dissectors: see below
     _STRUCT: ClassVar[struct.Struct] = struct.Struct("!")  # "!" + FORMAT, compiled by `register`
     _VALUES: ClassVar[Callable[[Any], tuple]]  # message -> its fields' values, in field order (by `register`)
+    MAX_SEQNOS: ClassVar[int]  # a message with a seqno list: the most it carries (by `register`)
 
     def encode_body(self) -> bytes:
         cls = type(self)  # the class's getter, not bound to the message
@@ -98,20 +99,31 @@ class Message:
         return type(self).__name__
 
 
-def register(cls: type[Message]) -> type[Message]:
-    """Class decorator: make `cls` decodable under its `TYPE` code (codes must be unique) and compile its
-    `FORMAT` (`_STRUCT`) and the getter of its fields' values (`_VALUES`, used when FORMAT is the whole body)."""
-    if cls.TYPE in _REGISTRY and _REGISTRY[cls.TYPE] is not cls:
-        raise ValueError(f"wire type {cls.TYPE} used by both {_REGISTRY[cls.TYPE].__name__} and {cls.__name__}")
+def register(cls: type[Message], type_code: int, fmt: str | None = None, layout: Layout | None = None,
+             max_seqnos: int | None = None) -> None:
+    """Make `cls` decodable under `type_code` (its `TYPE`; codes must be unique), with `fmt` as its `FORMAT` and
+    `layout` as its `LAYOUT` (None: as inherited), and compile its `FORMAT` (`_STRUCT`) and the getter of its
+    fields' values (`_VALUES`, used when FORMAT is the whole body). `max_seqnos`: the longest seqno list it
+    carries. Called after the class body, not as a decorator: mypyc compiles a class with a decorator other than
+    `dataclass` as a plain Python class, which may not inherit the compiled `Message`; and the class constants
+    are not in the body, where mypyc would take them for dataclass fields (mypyc/mypyc#1122)."""
+    if type_code in _REGISTRY and _REGISTRY[type_code] is not cls:
+        raise ValueError(f"wire type {type_code} used by both {_REGISTRY[type_code].__name__} and {cls.__name__}")
+    cls.TYPE = type_code
+    if fmt is not None:
+        cls.FORMAT = fmt
+    if layout is not None:
+        cls.LAYOUT = layout
+    if max_seqnos is not None:
+        cls.MAX_SEQNOS = max_seqnos
     cls._STRUCT = struct.Struct("!" + cls.FORMAT)
-    names = [f.name for f in fields(cast(Any, cls))]  # a dataclass (node.core.value)
+    names = [f.name for f in fields(cast(Any, cls))]  # a dataclass
     if len(names) == 1:
         one = operator.attrgetter(names[0])
         cls._VALUES = staticmethod(lambda msg: (one(msg),))
     elif names:
         cls._VALUES = staticmethod(operator.attrgetter(*names))  # a tuple for two names or more
-    _REGISTRY[cls.TYPE] = cls
-    return cls
+    _REGISTRY[type_code] = cls
 
 
 def message_types() -> dict[int, type[Message]]:
@@ -282,7 +294,7 @@ def decode_datagram_from(data: bytes, cluster_id: int | None) -> tuple[str, int,
 
 
 def field_names(cls: type[Message]) -> list[str]:
-    return [f.name for f in fields(cast(Any, cls))]  # a dataclass (node.core.value)
+    return [f.name for f in fields(cast(Any, cls))]  # a dataclass
 
 
 _FIXED_KINDS = {"B": "u8", "H": "u16", "I": "u32", "Q": "u64"}
@@ -305,34 +317,31 @@ def body_layout(cls: type[Message]) -> Layout:
 
 
 # --- liveness and the ping workload (1-15) --------------------------------------------------------------------
-@register
-@value
+@dataclass(slots=True, unsafe_hash=True)
 class Heartbeat(Message):
     """Sent to every member every heartbeat interval; `counter` grows by one per heartbeat."""
 
-    TYPE: ClassVar[int] = 1
-    FORMAT: ClassVar[str] = "Q"
     counter: int
 
+register(Heartbeat, 1, "Q")
 
-@register
-@value
+
+@dataclass(slots=True, unsafe_hash=True)
 class Ping(Message):
     """The ping workload's probe; answered with a `Pong` carrying the same `ping_id`."""
 
-    TYPE: ClassVar[int] = 2
-    FORMAT: ClassVar[str] = "Q"
     ping_id: int
 
+register(Ping, 2, "Q")
 
-@register
-@value
+
+@dataclass(slots=True, unsafe_hash=True)
 class Pong(Message):
     """Answer to `Ping`."""
 
-    TYPE: ClassVar[int] = 3
-    FORMAT: ClassVar[str] = "Q"
     ping_id: int
+
+register(Pong, 3, "Q")
 
 
 # --- reliable unicast (16-47): node/unicast ---------------------------------------------------------------------
@@ -352,17 +361,13 @@ def _flag(cls: type[Message], value: int) -> bool:
     return bool(value)
 
 
-@register
-@value
+@dataclass(slots=True, unsafe_hash=True)
 class UnicastData(Message):
     """An application payload on a unicast connection: `seqno` in the sender's window for this receiver.
 
     Body: seqno u64 | conn_id u32 | first u8 | payload_len u32 | payload.
     """
 
-    TYPE: ClassVar[int] = 16
-    FORMAT: ClassVar[str] = "QIBI"
-    LAYOUT: ClassVar[Layout] = (("u64", "seqno"), ("u32", "conn_id"), ("bool", "first"), ("payload", "payload"))
     seqno: int
     conn_id: int
     first: bool
@@ -387,42 +392,38 @@ class UnicastData(Message):
             _flag(cls, first)  # raises its "absurd"
         return cls(seqno, conn_id, first == 1, body[head.size:])
 
+register(UnicastData, 16, "QIBI",
+         layout=(("u64", "seqno"), ("u32", "conn_id"), ("bool", "first"), ("payload", "payload")))
 
-@register
-@value
+
+@dataclass(slots=True, unsafe_hash=True)
 class UnicastAck(Message):
     """Acknowledges `seqno` (cumulative in unicast3; one message in unicast1/unicast2) on connection `conn_id`."""
 
-    TYPE: ClassVar[int] = 17
-    FORMAT: ClassVar[str] = "QII"
     seqno: int
     conn_id: int
     timestamp: int
 
+register(UnicastAck, 17, "QII")
 
-@register
-@value
+
+@dataclass(slots=True, unsafe_hash=True)
 class UnicastStable(Message):
     """unicast2: the receiver delivered everything up to `seqno` on `conn_id`; the sender may purge it."""
 
-    TYPE: ClassVar[int] = 18
-    FORMAT: ClassVar[str] = "QI"
     seqno: int
     conn_id: int
 
+register(UnicastStable, 18, "QI")
 
-@register
-@value
+
+@dataclass(slots=True, unsafe_hash=True)
 class UnicastXmitReq(Message):
     """Receiver to sender: resend `seqnos` of connection `conn_id` (0: unknown).
 
     Body: conn_id u32 | count u16 | count x seqno u64.
     """
 
-    TYPE: ClassVar[int] = 19
-    FORMAT: ClassVar[str] = "IH"
-    LAYOUT: ClassVar[Layout] = (("u32", "conn_id"), ("seqnos", "seqnos"))
-    MAX_SEQNOS: ClassVar[int] = 8000  # keeps the body (and a one-message datagram) under the size limits
     conn_id: int
     seqnos: tuple[int, ...]
 
@@ -439,56 +440,54 @@ class UnicastXmitReq(Message):
         if count * 8 < len(tail):
             raise WireError("absurd", f"UnicastXmitReq count {count}, but {len(tail)} bytes follow")
         return cls(conn_id, struct.unpack(f"!{count}Q", tail))
+# max_seqnos: keeps the body (and a one-message datagram) under the size limits
+
+register(UnicastXmitReq, 19, "IH", layout=(("u32", "conn_id"), ("seqnos", "seqnos")), max_seqnos=8000)
 
 
-@register
-@value
+@dataclass(slots=True, unsafe_hash=True)
 class SendFirstSeqno(Message):
     """unicast2: the receiver has no window for the sender; asks it to resend its lowest unacked message."""
 
-    TYPE: ClassVar[int] = 20
-    FORMAT: ClassVar[str] = "I"
     timestamp: int
 
+register(SendFirstSeqno, 20, "I")
 
-@register
-@value
+
+@dataclass(slots=True, unsafe_hash=True)
 class UnicastClose(Message):
     """unicast3: the sender removed its send connection `conn_id`; the receiver removes the matching window."""
 
-    TYPE: ClassVar[int] = 21
-    FORMAT: ClassVar[str] = "I"
     conn_id: int
 
+register(UnicastClose, 21, "I")
 
-@register
-@value
+
+@dataclass(slots=True, unsafe_hash=True)
 class UnicastSync(Message):
     """unicast3: receiver to sender: my receive window for you is missing or stale, start a sync."""
 
-    TYPE: ClassVar[int] = 22
-    FORMAT: ClassVar[str] = ""
+
+register(UnicastSync, 22)
 
 
-@register
-@value
+@dataclass(slots=True, unsafe_hash=True)
 class UnicastSyncOk(Message):
     """unicast3: sender to receiver: my window starts above `low`, and the connection is now `conn_id`."""
 
-    TYPE: ClassVar[int] = 23
-    FORMAT: ClassVar[str] = "QI"
     low: int
     conn_id: int
 
+register(UnicastSyncOk, 23, "QI")
 
-@register
-@value
+
+@dataclass(slots=True, unsafe_hash=True)
 class UnicastSyncAck(Message):
     """unicast3: receiver to sender: window set to connection `conn_id`; acks may be trusted again."""
 
-    TYPE: ClassVar[int] = 24
-    FORMAT: ClassVar[str] = "I"
     conn_id: int
+
+register(UnicastSyncAck, 24, "I")
 
 
 # --- membership (4-15): node/membership -------------------------------------------------------------------------
@@ -537,17 +536,13 @@ def _no_tail(cls: type[Message], tail: bytes) -> None:
         raise WireError("absurd", f"{cls.__name__} has {len(tail)} trailing bytes")
 
 
-@register
-@value
+@dataclass(slots=True, unsafe_hash=True)
 class ViewMsg(Message):
     """Coordinator to members: install view (`coord`, `n`) with `members` in join order; `merge` marks a MergeView.
 
     Body: n u64 | merge u8 | coord | members (names as above).
     """
 
-    TYPE: ClassVar[int] = 4
-    FORMAT: ClassVar[str] = "QB"
-    LAYOUT: ClassVar[Layout] = (("u64", "n"), ("bool", "merge"), ("name_list", "coord"), ("names", "members"))
     coord: str
     n: int
     merge: bool
@@ -567,15 +562,13 @@ class ViewMsg(Message):
         _no_tail(cls, tail)
         return cls(heads[0], n, _flag(cls, merge), members)
 
+register(ViewMsg, 4, "QB", layout=(("u64", "n"), ("bool", "merge"), ("name_list", "coord"), ("names", "members")))
 
-@register
-@value
+
+@dataclass(slots=True, unsafe_hash=True)
 class ViewAck(Message):
     """Member to coordinator: view (`coord`, `n`) installed. Body: n u64 | coord (one name)."""
 
-    TYPE: ClassVar[int] = 5
-    FORMAT: ClassVar[str] = "Q"
-    LAYOUT: ClassVar[Layout] = (("u64", "n"), ("name_list", "coord"))
     coord: str
     n: int
 
@@ -591,9 +584,10 @@ class ViewAck(Message):
             raise WireError("absurd", f"ViewAck carries {len(names)} coordinator names")
         return cls(names[0], n)
 
+register(ViewAck, 5, "Q", layout=(("u64", "n"), ("name_list", "coord")))
 
-@register
-@value
+
+@dataclass(slots=True, unsafe_hash=True)
 class ViewInfo(Message):
     """MERGE3 announcement, sent periodically to every known member: my view (`coord`, `n`, `members`) and who I
     think coordinates it now (`acting`, the first member of it I do not suspect).
@@ -601,9 +595,6 @@ class ViewInfo(Message):
     Body: n u64 | coord, acting (two names) | members.
     """
 
-    TYPE: ClassVar[int] = 6
-    FORMAT: ClassVar[str] = "Q"
-    LAYOUT: ClassVar[Layout] = (("u64", "n"), ("name_list", "coord acting"), ("names", "members"))
     coord: str
     n: int
     acting: str
@@ -622,6 +613,8 @@ class ViewInfo(Message):
         _no_tail(cls, tail)
         return cls(heads[0], n, heads[1], members)
 
+register(ViewInfo, 6, "Q", layout=(("u64", "n"), ("name_list", "coord acting"), ("names", "members")))
+
 
 # --- reliable multicast (48-79): node/multicast (NAKACK4 and the broadcast-link start sync) -----------------------
 SYNC_CAPABLE = 0x01  # flags bit: the sender speaks the TIPC-style BCAST_STATE sync (c64f7a6a)
@@ -635,14 +628,10 @@ def _payload_tail(cls: type[Message], length: int, tail: bytes) -> bytes:
     return bytes(tail)
 
 
-@register
-@value
+@dataclass(slots=True, unsafe_hash=True)
 class Nakack4Msg(Message):
     """A multicast payload with the sender's `seqno`. Body: seqno u64 | payload_len u32 | payload."""
 
-    TYPE: ClassVar[int] = 48
-    FORMAT: ClassVar[str] = "QI"
-    LAYOUT: ClassVar[Layout] = (("u64", "seqno"), ("payload", "payload"))
     seqno: int
     payload: bytes
 
@@ -654,16 +643,13 @@ class Nakack4Msg(Message):
         (seqno, length), tail = _split_tail(cls, body)
         return cls(seqno, _payload_tail(cls, length, tail))
 
+register(Nakack4Msg, 48, "QI", layout=(("u64", "seqno"), ("payload", "payload")))
 
-@register
-@value
+
+@dataclass(slots=True, unsafe_hash=True)
 class Nakack4XmitReq(Message):
     """Receiver to the original `sender`: resend `seqnos`. Body: sender (one name) | count u16 | seqno u64 each."""
 
-    TYPE: ClassVar[int] = 49
-    FORMAT: ClassVar[str] = ""
-    LAYOUT: ClassVar[Layout] = (("name_list", "sender"), ("seqnos", "seqnos"))
-    MAX_SEQNOS: ClassVar[int] = 8000
     sender: str
     seqnos: tuple[int, ...]
 
@@ -686,57 +672,55 @@ class Nakack4XmitReq(Message):
                             f"Nakack4XmitReq count {count}, but {len(rest)} bytes follow")
         return cls(names[0], struct.unpack(f"!{count}Q", rest))
 
+register(Nakack4XmitReq, 49, "", layout=(("name_list", "sender"), ("seqnos", "seqnos")), max_seqnos=8000)
 
-@register
-@value
+
+@dataclass(slots=True, unsafe_hash=True)
 class Nakack4XmitRsp(Nakack4Msg):
     """A retransmitted multicast (answer to an XMIT_REQ) of the datagram's sender. Body as `Nakack4Msg`; a type
     of its own so receivers and dissectors tell resends apart (layers dispatch on the exact type)."""
 
-    TYPE: ClassVar[int] = 50
+
+register(Nakack4XmitRsp, 50)  # FORMAT and LAYOUT: Nakack4Msg's
 
 
-@register
-@value
+@dataclass(slots=True, unsafe_hash=True)
 class Nakack4Highest(Message):
     """An idle sender with unacked messages: my highest sent seqno is `seqno` (receivers ask for a lost tail)."""
 
-    TYPE: ClassVar[int] = 51
-    FORMAT: ClassVar[str] = "Q"
     seqno: int
 
+register(Nakack4Highest, 51, "Q")
 
-@register
-@value
+
+@dataclass(slots=True, unsafe_hash=True)
 class Nakack4Ack(Message):
     """Receiver to sender: highest delivered `seqno` (cumulative); `flags` carries SYNC_CAPABLE in bit 0 and, in
     bits 1-7, the sync generation of the BcastState it acknowledges (0: a plain ACK; node/multicast/sync.py)."""
 
-    TYPE: ClassVar[int] = 52
-    FORMAT: ClassVar[str] = "QB"
     seqno: int
     flags: int
 
+register(Nakack4Ack, 52, "QB")
 
-@register
-@value
+
+@dataclass(slots=True, unsafe_hash=True)
 class BcastState(Message):
     """Unicast, sender to a peer it adds to its receivers: my next multicast seqno is `next_seqno`, and I still hold
     everything from `low_seqno` for you (TIPC BCAST_PROTOCOL/STATE; from a legacy node, the link ACTIVATE hello).
     `flags` carries SYNC_CAPABLE in bit 0 and the sync generation in bits 1-7 (node/multicast/sync.py)."""
 
-    TYPE: ClassVar[int] = 53
-    FORMAT: ClassVar[str] = "QQB"
     next_seqno: int
     low_seqno: int
     flags: int
 
+register(BcastState, 53, "QQB")
 
-@register
-@value
+
+@dataclass(slots=True, unsafe_hash=True)
 class BcastStateReq(Message):
     """Receiver to a member sender it has no window for: please send me your `BcastState`."""
 
-    TYPE: ClassVar[int] = 54
-    FORMAT: ClassVar[str] = "B"
     flags: int
+
+register(BcastStateReq, 54, "B")

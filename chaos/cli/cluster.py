@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from chaos.cli.verbs import add_verb, inventory_flag, json_flag, node_kind_flag, nodes_flag, progress, run_id_flag
+from node.errors import UsageError
 
 console = Console(highlight=False)
 
@@ -33,9 +34,17 @@ def cmd_up(args: argparse.Namespace) -> int:
         from chaos.hosts.inventory import load
 
         inventory = load(args.inventory)
+    node_env = None
+    if args.pure:
+        from chaos.cluster.compiled import PURE_ENV
+
+        if args.node_kind != "splitlab":
+            raise UsageError(f"--pure runs splitlab's node from its Python sources; the {args.node_kind} kind has no "
+                             f"compiled build", hint="drop --pure, or use --node-kind splitlab")
+        node_env = {f"n{i}": dict(PURE_ENV) for i in range(1, args.nodes + 1)}
     run = lifecycle.up(args.nodes, log=progress, wait_timeout_s=args.timeout_s, run_id=args.run_id,
                        inventory=inventory, placement=args.placement, ipv6=args.ipv6, kind=args.node_kind,
-                       auth=args.auth)
+                       auth=args.auth, node_env=node_env)
     if args.json:
         print(json.dumps(lifecycle.as_dict(run), indent=2))
         return 0
@@ -146,7 +155,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = add_verb(sub, "up", "start a cluster and wait until every node hears every other one", cmd_up,
                  examples=["splitlab up -n 5", "splitlab up -n 3 --run-id mytest --json",
                            "splitlab up -n 3 --ipv6   # dual-stack data network, the nodes talk IPv6",
-                           "splitlab up -n 3 --auth   # every datagram signed (HMAC) with a fresh key of the run"])
+                           "splitlab up -n 3 --auth   # every datagram signed (HMAC) with a fresh key of the run",
+                           "splitlab up -n 2 --pure   # the node's Python sources, for py-spy flame graphs"])
     nodes_flag(p, 3)
     run_id_flag(p, "run id to use (default: a fresh one)")
     # '--timeout 60', the older spelling, still parses: argparse takes an unambiguous prefix of a flag
@@ -165,6 +175,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    help="the authenticated wire: a fresh key for the run (runs/<run>/auth.key, owner only), every "
                         "datagram signed with it (HMAC-SHA256), one without its tag dropped and counted as "
                         "'unauthenticated' (the splitlab kind only)")
+    p.add_argument("--pure", action="store_true",
+                   help="the nodes run the node's Python sources instead of its compiled build (what py-spy's flame "
+                        "graphs need: it sees nothing inside a compiled function); the splitlab kind only")
 
     p = add_verb(sub, "down", "remove a run's containers and networks after healing it (its directory stays)",
                  cmd_down, examples=["splitlab down --run-id 261121-221530-a3f9", "splitlab down --all"])

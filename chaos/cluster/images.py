@@ -4,7 +4,8 @@
   `docker import`, tagged `splitlab-base:<hash of its inputs>` so it is rebuilt only when they change. The
   Debian mirror is read from the host's apt configuration (or `DEBIAN_MIRROR`) at build time.
 - Node image: `images/node/Dockerfile` on top of the base, with the node package and its Python dependencies
-  (the `node` extra of pyproject.toml) unpacked on the host from wheels, so the build itself needs no network.
+  (the `node` extra of pyproject.toml) unpacked on the host from wheels, so the build itself needs no network,
+  and the node's compiled build (`chaos.cluster.compiled`, made on the host), which its nodes run.
   Tagged `splitlab-node:<hash>` and `splitlab-node:latest`.
 
 - Shaper agent image (`images/agent/`): the node image plus the NFQUEUE shaper (`chaos.net.shaper` and what it
@@ -37,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from chaos.cluster import compiled
 from chaos.host.proc import run
 from node.errors import CommandFailed, EnvironmentProblem
 
@@ -127,9 +129,10 @@ def _node_sources(repo: Path) -> list[Path]:
 
 
 def node_tag(repo: Path = REPO) -> str:
-    """`splitlab-node:<hash>` of the base tag, the Dockerfile, the node's dependencies and its sources."""
+    """`splitlab-node:<hash>` of the base tag, the Dockerfile, the node's dependencies, its sources and its
+    compiled build's key."""
     parts = [base_tag(repo).encode(), (repo / "images/node/Dockerfile").read_bytes(),
-             "\n".join(node_dependencies(repo)).encode()]
+             "\n".join(node_dependencies(repo)).encode(), compiled.build_key(repo).encode()]
     for path in _node_sources(repo):
         parts += [str(path.relative_to(repo)).encode(), path.read_bytes()]
     return f"{NODE_REPO}:{_sha(parts)}"
@@ -246,6 +249,7 @@ def _copy_package(repo: Path, name: str, ctx: Path) -> None:
 def _prepare_node_context(ctx: Path, repo: Path, log: Log) -> None:
     _install_wheels(node_dependencies(repo), ctx / "site", repo, log)
     _copy_package(repo, "node", ctx)
+    shutil.copytree(compiled.build(log, repo), ctx / "compiled")  # what its nodes run (chaos.cluster.compiled)
     shutil.copy(repo / "images/node/Dockerfile", ctx / "Dockerfile")
 
 

@@ -9,14 +9,15 @@ import os
 import shutil
 import subprocess
 import time
+from pathlib import Path
 from typing import Sequence
 
 from node.errors import CommandFailed, EnvironmentProblem
 
 
 def run(argv: Sequence[str], *, input_text: str | None = None, timeout_s: float = 120,
-        check: bool = True, hint: str | None = None) -> subprocess.CompletedProcess[str]:
-    """Run `argv` (no shell), capturing stdout and stderr together as text.
+        check: bool = True, hint: str | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run `argv` (no shell, in `cwd` if given), capturing stdout and stderr together as text.
 
     Raises `EnvironmentProblem` when the program does not exist or times out, and `CommandFailed` on a non-zero
     exit when `check` is set.
@@ -26,7 +27,7 @@ def run(argv: Sequence[str], *, input_text: str | None = None, timeout_s: float 
         raise EnvironmentProblem(f"program {argv[0]!r} not found on PATH", hint=hint)
     try:
         proc = subprocess.run(argv, input=input_text, text=True, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, timeout=timeout_s)
+                              stderr=subprocess.STDOUT, timeout=timeout_s, cwd=cwd)
     except subprocess.TimeoutExpired:
         raise EnvironmentProblem(f"command timed out after {timeout_s:g} s: {' '.join(argv)}", hint=hint) from None
     if check and proc.returncode != 0:

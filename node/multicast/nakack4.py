@@ -63,7 +63,7 @@ allocation (rules and drop names: bounds.py); out-of-range messages are counted 
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, ClassVar, Hashable, Iterable
+from typing import Any, Callable, ClassVar, Hashable, Iterable
 
 from node.core import BatchingProtocol, Deliver, Effect, Emit, Send, SetTimer, payload_arg, payload_msg_id
 from node.errors import ConfigError, UsageError
@@ -120,9 +120,10 @@ class Nakack4(BatchingProtocol):
         self._timer_at: float | None = None
         self._sent_since_run = False
         self._tx_high = 0  # highest seqno transmitted (a stalled thread may hold a higher taken one back)
-        self._handlers = {Nakack4Msg: self._on_msg, Nakack4XmitRsp: self._on_msg, Nakack4XmitReq: self._on_xmit_req,
-                          Nakack4Highest: self._on_highest, Nakack4Ack: self._on_ack, BcastState: self._on_state,
-                          BcastStateReq: self._on_state_req}
+        self._handlers: dict[type, Callable[[float, str, Any], list[Effect]]] = {
+            Nakack4Msg: self._on_msg, Nakack4XmitRsp: self._on_msg, Nakack4XmitReq: self._on_xmit_req,
+            Nakack4Highest: self._on_highest, Nakack4Ack: self._on_ack, BcastState: self._on_state,
+            BcastStateReq: self._on_state_req}
 
     # --- sans-IO entry points ---------------------------------------------------------------------------------
     def _after(self, now_s: float, effects: list[Effect]) -> list[Effect]:
@@ -177,7 +178,7 @@ class Nakack4(BatchingProtocol):
 
     def on_view(self, now_s: float, view_id: tuple[str, int], members: tuple[str, ...]) -> list[Effect]:
         old, new = set(self.members), set(members)
-        self.view_id = tuple(view_id)
+        self.view_id = (view_id[0], view_id[1])
         self.members = tuple(members)
         self.known.update(members)
         out: list[Effect] = []
@@ -419,7 +420,8 @@ class Nakack4(BatchingProtocol):
             del self.departed[peer]
             self._release()
         entry = self.windows.get(peer)
-        if entry is not None and not entry.active and now_s - entry.retained_since_s >= self._retain_s - 1e-9:
+        since_s = entry.retained_since_s if entry is not None else None
+        if entry is not None and since_s is not None and now_s - since_s >= self._retain_s - 1e-9:
             self._drop_window(peer)
             self.counters["windows_expired"] += 1
         return []
@@ -458,7 +460,8 @@ class Nakack4(BatchingProtocol):
                 self.counters["resent_before_sent"] += 1
         self.counters["resent"] += len(found)
         self.counters["xmit_missing"] += len(missing)
-        event = {"proto": self.NAME, "from": src, "seqnos": list(seqnos), "found": found, "missing": missing}
+        event: dict[str, Any] = {"proto": self.NAME, "from": src, "seqnos": list(seqnos), "found": found,
+                                 "missing": missing}
         if len(msg.seqnos) > len(seqnos) + ignored:
             event["over_limit"] = len(msg.seqnos) - len(seqnos) - ignored
         if ignored:
@@ -532,7 +535,7 @@ class Nakack4(BatchingProtocol):
             event["detail"] = f"seqno {seqno}"
         return Emit("data_rx", event)
 
-    def _on_msg(self, now_s: float, src: str, msg: Nakack4Msg | Nakack4XmitRsp) -> list[Effect]:
+    def _on_msg(self, now_s: float, src: str, msg: Nakack4Msg) -> list[Effect]:  # or its subclass Nakack4XmitRsp
         resend = type(msg) is Nakack4XmitRsp
         out: list[Effect] = []
         entry = self.windows.get(src)

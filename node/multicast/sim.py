@@ -8,7 +8,7 @@ layer is no longer blocked (checking every `poll_s` of virtual time) and sends t
 """
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, cast
 
 from node.core import make_payload
 from node.membership.config import MembershipConfig
@@ -49,7 +49,7 @@ def multicast_sim(members: Iterable[str] = ("a", "b", "c"), seed: int = 0, confi
 
 
 def nak(sim: Simulator, member: str) -> Nakack4:
-    return sim.layer(member, LAYER)  # type: ignore[return-value]
+    return cast(Nakack4, sim.layer(member, LAYER))
 
 
 def multicast(sim: Simulator, member: str, payload: bytes, **extra) -> None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Callable, ClassVar, Hashable, Iterable
 
+from mypy_extensions import mypyc_attr
+
 from node.core import BatchingProtocol, Deliver, Effect, Emit, Send, SetTimer, payload_arg, payload_msg_id
 from node.errors import UsageError, WindowFull
 from node.unicast.config import UnicastConfig
@@ -39,6 +41,7 @@ def _peer_arg(args: dict[str, Any], name: str, local: str) -> str:
     return value
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # through Unicast3, which extension layers subclass
 class UnicastBase(BatchingProtocol):
     """Reliable unicast from `local` to its peers; see the module docstring for what a variant provides."""
 
@@ -350,5 +353,31 @@ class UnicastBase(BatchingProtocol):
         self.counters[f"ignored_{type(msg).__name__}"] += 1
         return []
 
-    _on_data = _on_ack = _on_stable = _on_xmit_req = _on_send_first_seqno = _ignore
-    _on_close = _on_sync = _on_sync_ok = _on_sync_ack = _ignore
+    # A variant's handlers; what it does not override is ignored (and counted). Methods, not `_on_data = _ignore`
+    # aliases: mypyc compiles no assignment of several names in a class body.
+    def _on_data(self, now_s: float, src: str, msg: Any) -> list[Effect]:
+        return self._ignore(now_s, src, msg)
+
+    def _on_ack(self, now_s: float, src: str, msg: Any) -> list[Effect]:
+        return self._ignore(now_s, src, msg)
+
+    def _on_stable(self, now_s: float, src: str, msg: Any) -> list[Effect]:
+        return self._ignore(now_s, src, msg)
+
+    def _on_xmit_req(self, now_s: float, src: str, msg: Any) -> list[Effect]:
+        return self._ignore(now_s, src, msg)
+
+    def _on_send_first_seqno(self, now_s: float, src: str, msg: Any) -> list[Effect]:
+        return self._ignore(now_s, src, msg)
+
+    def _on_close(self, now_s: float, src: str, msg: Any) -> list[Effect]:
+        return self._ignore(now_s, src, msg)
+
+    def _on_sync(self, now_s: float, src: str, msg: Any) -> list[Effect]:
+        return self._ignore(now_s, src, msg)
+
+    def _on_sync_ok(self, now_s: float, src: str, msg: Any) -> list[Effect]:
+        return self._ignore(now_s, src, msg)
+
+    def _on_sync_ack(self, now_s: float, src: str, msg: Any) -> list[Effect]:
+        return self._ignore(now_s, src, msg)

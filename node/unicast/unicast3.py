@@ -46,6 +46,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from mypy_extensions import mypyc_attr
+
 from node.core import Deliver, Effect, Emit, Send
 from node.unicast.base import UnicastBase
 from node.unicast.config import UnicastConfig
@@ -63,6 +65,7 @@ class _RxSync:
     started_s: float
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # extension layers subclass it (node/unicast/noretx.py)
 class Unicast3(UnicastBase):
     """UNICAST3 with the seed's SYNC / SYNC-OK / SYNC-ACK handshake (see the module docstring)."""
 

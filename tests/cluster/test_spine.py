@@ -13,7 +13,7 @@ import docker
 import pytest
 from cluster_wait import wait_for
 
-from chaos.cluster import lifecycle as cluster, images
+from chaos.cluster import compiled, images, lifecycle as cluster
 
 from chaos.net.docker import DockerNet
 from node.errors import EnvironmentProblem, UsageError
@@ -138,11 +138,30 @@ def test_a_node_starts_from_bytecode_compiled_in_its_image():
     # PYTHONDONTWRITEBYTECODE: without it every start compiles them all again)
     script = ("import json, os, sys, node.__main__\n"
               "mods = [m for m in list(sys.modules.values()) if (getattr(m, '__file__', None) or '')"
-              ".startswith('/opt/splitlab/site/') and m.__file__.endswith('.py')]\n"
+              ".startswith('/opt/splitlab/') and m.__file__.endswith('.py')]\n"
               "print(json.dumps([len(mods), sorted(m.__name__ for m in mods if not os.path.exists(m.__cached__))]))")
     out = docker.from_env().containers.run(images.node_image(), entrypoint=["python3", "-c", script], remove=True)
     imported, uncompiled = json.loads(out)
     assert imported > 50 and uncompiled == [], (imported, uncompiled)
+
+
+@pytest.mark.parametrize("env, build", [({}, "compiled"), (compiled.PURE_ENV, "pure")])
+def test_the_image_runs_the_compiled_node_and_the_pure_one_when_asked(env, build):
+    """Its nodes run the compiled build (made on the host for the image's own Python 3.11), and `PURE_ENV` (for
+    flame graphs) the pure sources; either decodes what the other encodes."""
+    modules = [m.removesuffix(".py").removesuffix("/__init__").replace("/", ".") for m in compiled.COMPILED]
+    script = ("import importlib, json, sys\n"
+              "from node.wire import UnicastData, cluster_id_of, decode_datagram_from, encode_datagram\n"
+              f"files = [importlib.import_module(m).__file__ for m in {modules!r}]\n"
+              "sent = [UnicastData(7, 4096, True, b'x' * 100)]\n"
+              "got = decode_datagram_from(encode_datagram(cluster_id_of('r'), 'n1', sent, 5), cluster_id_of('r'))\n"
+              "print(json.dumps([sys.version.split()[0], files, got == ('n1', 5, sent)]))")
+    out = docker.from_env().containers.run(images.node_image(), entrypoint=["python3", "-c", script], remove=True,
+                                           environment=env)
+    version, files, decoded = json.loads(out)
+    suffix = compiled.extension_suffix() if build == "compiled" else ".py"
+    assert version.startswith("3.11.") and decoded, (version, decoded)
+    assert [f for f in files if not f.endswith(suffix)] == [], files
 
 
 def test_refuses_containers_not_labelled_by_splitlab():
@@ -191,3 +210,21 @@ def test_bad_input_gets_one_clear_line(args, env, code, fragment, tmp_path):
     finally:
         for extra in started():
             cluster.down(extra)
+
+
+@pytest.mark.parametrize("flags, build", [([], "compiled"), (["--pure"], "pure")])
+def test_up_runs_the_compiled_node_and_the_pure_one_with_pure(flags, build, tmp_path):
+    """What the running node process has mapped says which build it runs: the compiled modules' shared objects,
+    or none of them with `--pure`."""
+    try:
+        rc, out = splitlab("up", "-n", "1", "--json", *flags, env={"SPLITLAB_RUNS_DIR": str(tmp_path)})
+        assert rc == 0, out
+        run_id = json.JSONDecoder().raw_decode(out[out.index("{"):])[0]["run_id"]  # progress lines follow
+        ctr = labelled(run_id)[0][0]
+        maps = ctr.exec_run(["cat", "/proc/1/maps"]).output.decode()
+        mapped = {line.split()[-1] for line in maps.splitlines() if line.endswith(compiled.extension_suffix())}
+        wire = f"/opt/splitlab/compiled/node/wire{compiled.extension_suffix()}"
+        assert (wire in mapped) == (build == "compiled"), sorted(mapped)
+    finally:  # whatever was started, even if its JSON did not come
+        for started in {r.run_id for r in cluster.ps()} & {d.name for d in tmp_path.iterdir()}:
+            cluster.down(started)
