@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Installs the host packages splitlab needs when they are missing (Debian/Ubuntu, as root):
-# debootstrap (base image), iptables and iproute2 (faults), util-linux (nsenter/unshare),
-# a Java runtime for Spark and a JDK for the JGroups image's trace protocol, python3-venv; gcc and python3-dev
-# for the node's compiled build (mypyc); qemu-system-x86, busybox-static, kmod and cpio for the netem VM test (tests/netem_vm: Debian's
-# kernel with sch_netem, booted in qemu); tcpdump, the
-# outside reader of the pcap files that `splitlab capture` writes (tests/unit/test_chaos_capture.py); tshark, which
-# decodes them with the generated dissector (tests/unit/test_wireshark.py); chromium,
-# the headless browser that renders the report's message sequence diagram (tests/unit/test_sequence_browser.py).
+# Installs the host packages splitlab needs when they are missing (Debian/Ubuntu, as root): debootstrap (base image),
+# iptables and iproute2 (faults), util-linux (nsenter/unshare), a Java runtime for Spark and a JDK for the JGroups
+# image's trace protocol, python3-venv; gcc and python3-dev for the node's compiled build (mypyc); qemu-system-x86,
+# busybox-static, kmod and cpio for the netem VM test (tests/netem_vm: Debian's kernel with sch_netem, booted in
+# qemu); tcpdump, the outside reader of the pcap files that `splitlab capture` writes
+# (tests/unit/test_chaos_capture.py); tshark, which decodes them with the generated dissector
+# (tests/unit/test_wireshark.py); chromium, the headless browser that renders the report's message sequence diagram
+# (tests/unit/test_sequence_browser.py).
 set -euo pipefail
 need=()
 have_cmd() { command -v "$1" >/dev/null 2>&1; }
@@ -21,8 +21,9 @@ have_cmd javac || need+=(default-jdk-headless)  # compiles the JGroups image's t
 have_pkg libjgroups-java || need+=(libjgroups-java)  # the real jar on the host: the codec test feeds it forged frames
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 have_cmd gcc || need+=(gcc)  # mypyc's C: the node image's compiled build (chaos/cluster/compiled.py)
-python3 -c 'import os, sysconfig; raise SystemExit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
-  || need+=(python3-dev)  # the headers mypyc's C is compiled against
+# the headers mypyc's C is compiled against
+headers='import os, sysconfig; raise SystemExit(not os.path.isfile(sysconfig.get_paths()["include"] + "/Python.h"))'
+python3 -c "$headers" || need+=(python3-dev)
 have_cmd qemu-system-x86_64 || need+=(qemu-system-x86)
 have_pkg busybox-static || need+=(busybox-static)  # the initramfs needs the static build at /bin/busybox
 have_pkg kmod || need+=(kmod)  # depmod/modprobe resolve the guest's module load order

@@ -9,7 +9,7 @@ a half-built site is never used and concurrent builders agree.
 
 Who runs which build:
 - the node image carries both, and its nodes run the compiled one (`images/node/Dockerfile`: the compiled site
-  comes first on `PYTHONPATH`); `PURE_ENV` given to a node (`splitlab up --node-env`, a bench's `node_env`)
+  comes first on `PYTHONPATH`); `PURE_ENV` given to a node (`splitlab up --pure`, a bench's `node_env`)
   runs the pure sources, for py-spy's flame graphs (py-spy sees no frame inside a compiled function);
 - on the host, the tests run the pure sources, and `COMPILED_TESTS` run again on the compiled site
   (`tests/unit/test_compiled.py`), which `SITE_ENV` names and `BUILD_ENV` asserts.
@@ -39,8 +39,9 @@ from node.errors import EnvironmentProblem
 
 REPO = Path(__file__).resolve().parents[2]
 COMPILED = ("node/core.py", "node/wire.py", "node/driver.py", "node/stack.py", "node/history.py",
-            "node/incarnation.py", "node/unicast/__init__.py", "node/unicast/base.py", "node/unicast/connid.py", "node/unicast/entries.py", "node/unicast/unicast1.py",
-            "node/unicast/unicast2.py", "node/unicast/unicast3.py", "node/unicast/window.py",
+            "node/incarnation.py", "node/unicast/__init__.py", "node/unicast/base.py", "node/unicast/connid.py",
+            "node/unicast/entries.py", "node/unicast/unicast1.py", "node/unicast/unicast2.py",
+            "node/unicast/unicast3.py", "node/unicast/window.py",
             "node/multicast/__init__.py", "node/multicast/nakack4.py", "node/multicast/ring.py",
             "node/multicast/receiver.py", "node/multicast/sender.py", "node/multicast/sync.py",
             "node/multicast/bounds.py")
@@ -70,7 +71,8 @@ def extension_suffix() -> str:
     return str(sysconfig.get_config_var("EXT_SUFFIX"))
 
 
-def _node_sources(repo: Path) -> list[Path]:
+def node_sources(repo: Path = REPO) -> list[Path]:
+    """Every source file of the `node` package (what the node image and the compiled build are made of)."""
     return sorted(p for p in (repo / "node").rglob("*.py") if "__pycache__" not in p.parts)
 
 
@@ -84,7 +86,7 @@ def build_key(repo: Path = REPO) -> str:
     digest = hashlib.sha256()
     for part in [extension_suffix(), mypy_version, *COMPILED]:
         digest.update(part.encode() + b"\0")
-    for path in _node_sources(repo):
+    for path in node_sources(repo):
         digest.update(str(path.relative_to(repo)).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:12]
 

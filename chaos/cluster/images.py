@@ -124,16 +124,12 @@ def base_tag(repo: Path = REPO, recipe: BaseRecipe = NODE_BASE) -> str:
     return f"{recipe.repo}:{_sha([s.encode() for s in inputs])}"
 
 
-def _node_sources(repo: Path) -> list[Path]:
-    return sorted(p for p in (repo / "node").rglob("*.py") if "__pycache__" not in p.parts)
-
-
 def node_tag(repo: Path = REPO) -> str:
     """`splitlab-node:<hash>` of the base tag, the Dockerfile, the node's dependencies, its sources and its
     compiled build's key."""
     parts = [base_tag(repo).encode(), (repo / "images/node/Dockerfile").read_bytes(),
              "\n".join(node_dependencies(repo)).encode(), compiled.build_key(repo).encode()]
-    for path in _node_sources(repo):
+    for path in compiled.node_sources(repo):
         parts += [str(path.relative_to(repo)).encode(), path.read_bytes()]
     return f"{NODE_REPO}:{_sha(parts)}"
 
@@ -307,7 +303,7 @@ def jgroups_tag(repo: Path = REPO) -> str:
     sources it carries and the trace protocol's Java sources."""
     parts = [base_tag(repo, JGROUPS_BASE).encode(), (repo / "images/jgroups/Dockerfile").read_bytes(),
              "\n".join(jgroups_dependencies(repo)).encode()]
-    parts += _tree_parts(repo, _node_sources(repo) + _sources(repo, "jgnode", ".py")
+    parts += _tree_parts(repo, compiled.node_sources(repo) + _sources(repo, "jgnode", ".py")
                          + _sources(repo, JAVA_SOURCES, ".java"))
     return f"{JGROUPS_REPO}:{_sha(parts)}"
 

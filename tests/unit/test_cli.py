@@ -152,7 +152,7 @@ def _fake_up(monkeypatch, tmp_path):
     from chaos.cluster import lifecycle
 
     def up(count, *, log, wait_timeout_s, run_id, inventory=None, placement=None, ipv6=False, kind="splitlab",
-           auth=False):
+           auth=False, node_env=None):
         log(f"run {run_id}: starting {count} node(s)")
         log(f"run {run_id}: all {count} node(s) hear each other")
         nodes = [lifecycle.NodeInfo(f"n{i}", f"c{i}", f"10.0.0.{i}", f"10.1.0.{i}", 100 + i)
