@@ -73,7 +73,7 @@ class WorkloadSpec:
             raise UsageError(f"{kind} workload: 'size' must be an integer 0..{max_size} bytes, got {size!r}")
         if isinstance(rate, bool) or not isinstance(rate, (int, float)) or rate < 0:
             raise UsageError(f"{kind} workload: 'rate' must be a number >= 0 (messages/s), got {rate!r}")
-        return cls(layer, kind, to, count, size, float(rate))
+        return cls(layer, kind, str(to), count, size, float(rate))  # a peer's name, or "*"
 
 
 @dataclass

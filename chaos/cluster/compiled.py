@@ -44,7 +44,7 @@ COMPILED = ("node/core.py", "node/wire.py", "node/driver.py", "node/stack.py", "
             "node/unicast/unicast3.py", "node/unicast/window.py",
             "node/multicast/__init__.py", "node/multicast/nakack4.py", "node/multicast/ring.py",
             "node/multicast/receiver.py", "node/multicast/sender.py", "node/multicast/sync.py",
-            "node/multicast/bounds.py")
+            "node/multicast/bounds.py", "node/workload.py")
 # the unit tests that run again on the compiled build: every test of the compiled modules and of the stacks,
 # simulations and properties built on them
 COMPILED_TESTS = ("test_wire_unicast.py", "test_multicast_wire.py", "test_auth_wire.py", "test_driver.py",

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from chaos.cluster import images
+from chaos.cluster import compiled, images
 
 REPO = Path(__file__).resolve().parents[2]
 LOADED = ("import importlib, json, sys\n"
@@ -29,7 +29,7 @@ def test_the_agent_image_carries_every_chaos_module_its_processes_import():
 def test_the_agent_tag_follows_the_shaper_sources(tmp_path):
     for rel in ["images/agent/Dockerfile", "images/node/Dockerfile", "images/base/packages.txt", "pyproject.toml",
                 *(str(p.relative_to(REPO)) for p in images._agent_files(REPO)),
-                *(str(p.relative_to(REPO)) for p in images._node_sources(REPO))]:
+                *(str(p.relative_to(REPO)) for p in compiled.node_sources(REPO))]:
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_bytes((REPO / rel).read_bytes())
     before = images.agent_tag(tmp_path)

@@ -17,7 +17,7 @@ from typing import Callable, Iterator
 
 import pytest
 
-from chaos.cluster import images
+from chaos.cluster import compiled, images
 from chaos.harness.errors import ScenarioError
 from chaos.harness.load import load_text
 from node.config import from_env
@@ -178,7 +178,7 @@ def test_a_new_file_under_node_changes_the_image_tag_and_is_in_its_sources(repo_
     before = images.node_tag(tmp_path)
     (tmp_path / "node" / "unicast" / "mylayer.py").write_text("# a user's layer\n")
     assert images.node_tag(tmp_path) != before
-    assert tmp_path / "node" / "unicast" / "mylayer.py" in images._node_sources(tmp_path)
+    assert tmp_path / "node" / "unicast" / "mylayer.py" in compiled.node_sources(tmp_path)
 
 
 @pytest.mark.parametrize("variant, delivered", [("unicast3", 10), ("noretx", 2)])
