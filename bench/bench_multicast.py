@@ -3,7 +3,7 @@ with all three sending at once, next to raw UDP fan-out of the same payload (one
 sending each datagram to n2 and n3, received by one process in each) in the same run; and, with one receiver
 paused (`docker pause`), how long the sender is blocked on its full window: a pause shorter than the suspicion
 timeout (the window waits for the receiver) and a longer one (the view excludes the receiver, which releases
-the sender).
+the sender). The nodes run the image's build (the compiled node); 3 senders at once also on the pure sources.
 
 Run inside the bench (`python -m bench bench_multicast`); `python -m bench.bench_multicast fanout HOSTS PORT SIZE
 SECONDS` is the raw fan-out sender it starts with nsenter.
@@ -18,7 +18,7 @@ import time
 import docker
 
 from bench import udp_blast, wait_until
-from chaos.cluster import lifecycle as cluster
+from chaos.cluster import compiled, lifecycle as cluster
 
 PAYLOAD_BYTES = 100
 RAW_PORT = 7298
@@ -99,18 +99,26 @@ def run(quick: bool) -> list[dict]:
     count = 5_000 if quick else 20_000
     seconds = 3 if quick else 8
     rows = []
-    run_ = cluster.up(3)
+    run_ = cluster.up(3)  # the image's build: the compiled node (chaos.cluster.compiled)
     try:
         raw = _raw_fanout_rate(run_, seconds)
         one = _multicast_rate(run_, ("n1",), count)
         three = _multicast_rate(run_, NODES, count)
     finally:
         cluster.down(run_.run_id)
+    pure = cluster.up(3, node_env={n: dict(compiled.PURE_ENV) for n in NODES})
+    try:
+        three_pure = _multicast_rate(pure, NODES, count)
+    finally:
+        cluster.down(pure.run_id)
     note = f"{count} x {PAYLOAD_BYTES} B, nakack4 tipc; baseline: raw UDP fan-out to 2 receivers, per receiver"
     rows.append({"name": "multicast, one sender", "value": one, "unit": "msg/s", "baseline": raw,
                  "ratio": one / raw, "better": "higher", "note": note})
     rows.append({"name": "multicast, 3 senders at once (per sender)", "value": three, "unit": "msg/s",
                  "baseline": raw, "ratio": three / raw, "better": "higher", "note": note})
+    rows.append({"name": "multicast, 3 senders at once (per sender), compiled vs pure node", "value": three,
+                 "unit": "msg/s", "baseline": three_pure, "ratio": three / three_pure, "better": "higher",
+                 "note": "baseline: the same on the node's pure sources (PURE_ENV), in the same run"})
     env = {n: {"SPLITLAB_NAKACK4_CAPACITY": str(SMALL_WINDOW)} for n in NODES}
     for pause_s, label in ((1.0, "below the suspicion timeout"), (4.0, "above it: the view excludes n3")):
         paused = cluster.up(3, node_env=env)
