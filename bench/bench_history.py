@@ -114,34 +114,34 @@ def run(quick: bool) -> list[dict]:
         runs_us = min(_record_pairs(runs_path, count, plain=False) for _ in range(3))
         plain_us = min(_record_pairs(plain_path, count, plain=True) for _ in range(3))
         runs_bytes, plain_bytes = runs_path.stat().st_size / 3 / count, plain_path.stat().st_size / 3 / count
-    rows.append({"name": "history: a receiver's two events per message, run lines", "value": runs_us, "unit": "us",
-                 "baseline": plain_us, "ratio": runs_us / plain_us, "better": "lower",
-                 "note": f"data_rx + app_deliver; baseline: the same as plain lines (one line per event); best of 3, "
-                         f"{count} messages"})
+    rows.append(_us_row("history: a receiver's two events per message, run lines", runs_us, plain_us,
+                        f"data_rx + app_deliver; baseline: the same as plain lines (one line per event); best of 3, "
+                        f"{count} messages"))
     rows.append({"name": "history: bytes per message (receiver), run lines", "value": runs_bytes, "unit": "B",
                  "baseline": plain_bytes, "ratio": runs_bytes / plain_bytes, "better": "lower",
                  "note": "baseline: plain lines"})
     with_history = _best_pair(count)
     plain = min((_pair(count, True, runs=False) for _ in range(3)), key=sum)
     without = min((_pair(count, False) for _ in range(3)), key=sum)
-    for side, index in (("sender", 0), ("receiver", 1)):
-        rows.append({"name": f"driver pair in memory: {side} CPU per message, history on", "unit": "us",
-                     "value": with_history[index], "baseline": without[index],
-                     "ratio": with_history[index] / without[index], "better": "lower",
-                     "note": "unicast3, 100 B, bundled; baseline: the same pair recording nothing; best of 3 "
-                             "(goal of the node: <= 2.5 us a side)"})
-        rows.append({"name": f"driver pair in memory: {side} CPU per message, run lines", "unit": "us",
-                     "value": with_history[index], "baseline": plain[index],
-                     "ratio": with_history[index] / plain[index], "better": "lower",
-                     "note": "baseline: the same pair writing one line per event; best of 3"})
     compiled_pair = _compiled_pair(count)
     for side, index in (("sender", 0), ("receiver", 1)):
-        rows.append({"name": f"driver pair in memory: {side} CPU per message, compiled node", "unit": "us",
-                     "value": compiled_pair[index], "baseline": with_history[index],
-                     "ratio": compiled_pair[index] / with_history[index], "better": "lower",
-                     "note": "the compiled build (chaos.cluster.compiled) in a process of its own; baseline: the "
-                             "pure sources, history on; best of 3 (goal of the node: <= 2.5 us a side)"})
+        value = with_history[index]
+        rows += [_us_row(f"driver pair in memory: {side} CPU per message, history on", value, without[index],
+                         "unicast3, 100 B, bundled; baseline: the same pair recording nothing; best of 3 (goal of "
+                         "the node: <= 2.5 us a side)"),
+                 _us_row(f"driver pair in memory: {side} CPU per message, run lines", value, plain[index],
+                         "baseline: the same pair writing one line per event; best of 3")]
+    for side, index in (("sender", 0), ("receiver", 1)):
+        rows.append(_us_row(f"driver pair in memory: {side} CPU per message, compiled node", compiled_pair[index],
+                            with_history[index], "the compiled build (chaos.cluster.compiled) in a process of its "
+                            "own; baseline: the pure sources, history on; best of 3 (goal of the node: <= 2.5 us a "
+                            "side)"))
     return rows
+
+
+def _us_row(name: str, value_us: float, baseline_us: float, note: str) -> dict:
+    return {"name": name, "value": value_us, "unit": "us", "baseline": baseline_us, "ratio": value_us / baseline_us,
+            "better": "lower", "note": note}
 
 
 def _best_pair(count: int) -> tuple[float, float]:
