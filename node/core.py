@@ -174,7 +174,7 @@ class Protocol:
         return []
 
 
-@mypyc_attr(allow_interpreted_subclasses=True)  # NAKACK4 (not compiled) subclasses it
+@mypyc_attr(allow_interpreted_subclasses=True)  # a new layer, outside the compiled build, may subclass it
 class BatchingProtocol(Protocol):
     """A protocol with bookkeeping after every event (`_after(now_s, effects)`: arming a timer when work appeared,
     telling windows that have room again) that takes the messages of one datagram in one call: `handle_batch`

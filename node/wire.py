@@ -26,15 +26,14 @@ truncated or absurd field, or an unknown message type raises `WireError` with a 
 loop counts it by reason and drops it.
 
 Type codes are allocated in ranges: 1-15 membership and liveness, 16-47 unicast, 48-79 multicast.
-New messages are dataclasses that subclass `Message`, registered right after their class bodies by
-`register(cls, TYPE, FORMAT, layout=...)` (FORMAT: a struct format of their fixed fields, network order), which
-sets the class constants and compiles the `FORMAT` once (`_STRUCT`) and the getter of the fixed fields
-(`_VALUES`, field order): encoding a fixed-size message is one `Struct.pack` of the fields (not
-`dataclasses.astuple`, which copies recursively: ~10x slower), decoding one `Struct.unpack`. A message with a
-variable tail (a payload or a list) overrides `encode_body` /
-`decode_body`, uses `_STRUCT` for its fixed head, and declares its whole body in `LAYOUT` (`body_layout`). The
-layouts are what tools outside the codec read the wire by: the fuzz generator (chaos.fuzz.gen) and the Wireshark
-dissector (chaos.wire.wireshark); the tests hold every layout to the codec's own decoding.
+New messages are dataclasses that subclass `Message`, registered right after their class bodies by `register(cls,
+TYPE, FORMAT, layout=...)` (FORMAT: a struct format of their fixed fields, network order), which sets the class
+constants and compiles the `FORMAT` once (`_STRUCT`) and the getter of the fixed fields (`_VALUES`, field order):
+encoding a fixed-size message is one `Struct.pack` of the fields (not `dataclasses.astuple`, which copies
+recursively: ~10x slower), decoding one `Struct.unpack`. A message with a variable tail (a payload or a list)
+overrides `encode_body` / `decode_body`, uses `_STRUCT` for its fixed head, and declares its whole body in `LAYOUT`
+(`body_layout`). The layouts are what tools outside the codec read the wire by: the fuzz generator (chaos.fuzz.gen)
+and the Wireshark dissector (chaos.wire.wireshark); the tests hold every layout to the codec's own decoding.
 """
 from __future__ import annotations
 
