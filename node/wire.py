@@ -43,6 +43,8 @@ import zlib
 from dataclasses import dataclass, fields
 from typing import Any, Callable, ClassVar, cast
 
+from mypy_extensions import mypyc_attr
+
 from node.auth import TAG_BYTES, WireKey
 from node.errors import WireError
 
@@ -70,6 +72,7 @@ def cluster_id_of(run_id: str) -> int:
     return zlib.crc32(run_id.encode()) & 0xFFFFFFFF
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # a new layer's own messages, outside the compiled build
 class Message:
     """Base of all wire messages (subclasses are value dataclasses as in `node.core`, made decodable by `register`)."""
 

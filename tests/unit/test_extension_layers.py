@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Callable, Iterator
@@ -27,7 +28,9 @@ from node.registry import Registry
 from node.sim import send_many, unicast_sim
 from node.unicast import Unicast3, UnicastConfig
 from node.unicast.noretx import NoRetx
-from node.wire import UnicastData
+from node import wire
+from node.wire import (Message, UnicastAck, UnicastData, cluster_id_of, decode_datagram_from, encode_datagram,
+                       message_types, register)
 from test_images import repo_copy  # noqa: F401  (the fixture: a copy of the image inputs)
 
 REPO = Path(__file__).resolve().parents[2]
@@ -193,3 +196,22 @@ def test_noretx_never_resends_a_lost_message(variant: str, delivered: int) -> No
     resends = [e for e in sim.emitted("data_tx", node="a") if e.get("resend")]
     suppressed = sim.layer("a", "unicast").send_entries["b"].counters["resend_suppressed"]
     assert (bool(resends), suppressed > 0) == ((True, False) if variant == "unicast3" else (False, True))
+
+
+@dataclass(slots=True, unsafe_hash=True)
+class ToyMessage(Message):
+    """A new layer's own message, defined outside node.wire (plain Python even when the node is compiled)."""
+
+    seqno: int
+    flag: int
+
+
+def test_a_new_layers_own_message_type_encodes_and_decodes_like_the_built_in_ones() -> None:
+    free = next(code for code in range(47, 15, -1) if code not in message_types())  # the unicast range's top
+    try:
+        register(ToyMessage, free, "QB")
+        sent = [ToyMessage(7, 1), UnicastAck(3, 4096, 0)]
+        datagram = encode_datagram(cluster_id_of("run"), "n1", sent, 5)
+        assert decode_datagram_from(datagram, cluster_id_of("run")) == ("n1", 5, sent)
+    finally:
+        wire._REGISTRY.pop(free, None)  # the other tests see the built-in types only
