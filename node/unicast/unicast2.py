@@ -18,6 +18,8 @@
 """
 from __future__ import annotations
 
+from typing import cast
+
 from node.core import Effect, Emit, Send
 from node.unicast.base import UnicastBase
 from node.unicast.entries import ReceiveEntry, SendEntry
@@ -108,8 +110,7 @@ class Unicast2(UnicastBase):
             return out
         entry.first_seqno = lowest  # this and later retransmissions of it carry first=true
         self._data(src, entry, lowest, entry.window.msgs[lowest], True, True, out)
-        sent = out[-2]  # the Send `_data` appended before its data_tx
-        assert isinstance(sent, Send)
+        sent = cast(Send, out[-2])  # the Send `_data` appended before its data_tx
         out.append(Emit("resync_tx", {"proto": self.NAME, "peer": src, "kind": "first_seqno_rsp",
                                       "bytes": len(encode_message(sent.msg)), "conn_id": entry.conn_id,
                                       "low": lowest - 1}))

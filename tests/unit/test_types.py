@@ -1,5 +1,5 @@
 """The node's hot modules (pyproject's [tool.mypy] `files`: the codec, the driver, the stack, the history writer,
-the unicast layers) are clean under mypy, without an ignored error: what mypyc needs before it compiles them
+the unicast and multicast layers, the workloads) are clean under mypy, without an ignored error: what mypyc needs before it compiles them
 (issue 34), and a type confusion in them (a send entry where a receive entry is meant) is caught here."""
 from __future__ import annotations
 
