@@ -31,8 +31,10 @@ images-all: host-deps venv
 ## the tests: unit tests beside the real-container cluster and scenario tests (needs root and Docker), in two
 ## pytest-xdist workers; the timing-sensitive container tests run in one of them, one after the other, the
 ## multi-host tests and the container tests no timing decides in the other (tests/conftest.py)
-## (tests marked `long` run in `make bench` instead)
+## (tests marked `long` run in `make bench` instead); the doctor first: an engine that cannot create a network fails
+## here in seconds, not in every container test after 60 s
 test: images-all
+	$(BIN)/splitlab doctor
 	@mkdir -p runs
 	$(BIN)/pytest tests -ra -n 2 -m "not long" --junitxml=runs/junit.xml $(PYTEST_ARGS)
 

@@ -6,17 +6,21 @@ run, 1 when it cannot.
 """
 from __future__ import annotations
 
+import os
 import shutil
-import sys
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
 from chaos.cluster import neighbours
+from chaos.cluster.naming import LABEL_RUN
 
 Probe = Callable[[Sequence[str]], tuple[int, str]]
 MIN_FREE_DISK_BYTES = 2 * 1024**3
+PROBE_NETWORK_PREFIX = "splitlab-doctor-"  # the engine check's network, removed at once
+PROBE_NETWORK_RUN = "doctor"  # its `splitlab.run` label
 
 
 @dataclass(frozen=True)
@@ -45,11 +49,23 @@ def first_line(text: str) -> str:
 
 
 def check_docker(probe: Probe) -> Check:
+    """The engine answers, and it creates and removes a network (every run makes two). An engine can answer
+    `version` and list images while its network controller is wedged: then every run would wait 60 s for its
+    networks and fail, test after test, so the doctor (which `make test` asks first) says so at once."""
     rc, out = probe(["docker", "version", "--format", "{{.Server.Version}}"])
+    if rc != 0:
+        return Check("Docker engine", False, first_line(out) or "no answer",
+                     "install docker.io and start the daemon; check DOCKER_HOST")
+    version = out.strip()
+    network = f"{PROBE_NETWORK_PREFIX}{os.getpid()}"
+    rc, out = probe(["docker", "network", "create", "--label", f"{LABEL_RUN}={PROBE_NETWORK_RUN}", network])
     if rc == 0:
-        return Check("Docker engine", True, f"server {out.strip()}")
-    return Check("Docker engine", False, first_line(out) or "no answer",
-                 "install docker.io and start the daemon; check DOCKER_HOST")
+        rc, out = probe(["docker", "network", "rm", network])
+    if rc == 0:
+        return Check("Docker engine", True, f"server {version}; creates and removes a network")
+    return Check("Docker engine", False, f"server {version} does not create and remove a network: "
+                 f"{first_line(out) or 'no answer'}",
+                 "the engine's network controller is stuck: restart the Docker daemon, then 'splitlab down --all'")
 
 
 def check_compose(probe: Probe) -> Check:

@@ -17,6 +17,8 @@ def fake_probe(answers):
 
 HEALTHY = {
     ("docker", "version"): (0, "20.10.24\n"),
+    ("docker", "network", "create"): (0, "3f1c\n"),
+    ("docker", "network", "rm"): (0, "splitlab-doctor-1\n"),
     ("docker", "compose"): (1, "docker: 'compose' is not a docker command."),
     ("docker-compose", "version"): (0, "1.29.2\n"),
     ("unshare", "--net", "iptables", "-w", "-A", "INPUT"): (0, ""),
@@ -63,6 +65,37 @@ def test_docker_down_cannot_run_and_images_are_not_asked():
     assert named["Docker engine"].hint
     assert not named["images built"].ok and not asked
     assert not doctor.can_run(checks)
+
+
+def test_an_engine_that_answers_but_creates_no_network_cannot_run():
+    """The engine of a wedged network controller answers `version` and lists images, and every run then waits
+    60 s for its networks: the doctor (which make test asks first) fails at once, with what to do."""
+    asked = []
+
+    def probe(argv):
+        asked.append(list(argv))
+        return fake_probe({**HEALTHY, ("docker", "network", "create"): (124, "timed out")})(argv)
+
+    checks = doctor.run_checks(probe, lambda: {"splitlab-node:abc": True}, Path("/"))
+    engine = by_name(checks)["Docker engine"]
+    assert not engine.ok and "does not create and remove a network: timed out" in engine.detail
+    assert "restart the Docker daemon" in engine.hint and not doctor.can_run(checks)
+    created = [a for a in asked if a[:3] == ["docker", "network", "create"]]
+    assert len(created) == 1 and created[0][-1].startswith(doctor.PROBE_NETWORK_PREFIX)
+    assert "splitlab.run=doctor" in created[0]
+
+
+def test_a_healthy_engine_removes_the_network_it_created():
+    asked = []
+
+    def probe(argv):
+        asked.append(list(argv))
+        return fake_probe(HEALTHY)(argv)
+
+    engine = by_name(doctor.run_checks(probe, lambda: {"splitlab-node:abc": True}, Path("/")))["Docker engine"]
+    assert engine.ok and engine.detail == "server 20.10.24; creates and removes a network"
+    created = next(a[-1] for a in asked if a[:3] == ["docker", "network", "create"])
+    assert ["docker", "network", "rm", created] in asked
 
 
 def test_missing_images_java_and_compose_each_have_a_hint():
