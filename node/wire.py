@@ -363,7 +363,7 @@ def _flag(cls: type[Message], value: int) -> bool:
     return bool(value)
 
 
-@dataclass(slots=True, unsafe_hash=True)
+@dataclass(slots=True, unsafe_hash=True, init=False)  # __init__ written out: see node.core
 class UnicastData(Message):
     """An application payload on a unicast connection: `seqno` in the sender's window for this receiver.
 
@@ -374,6 +374,12 @@ class UnicastData(Message):
     conn_id: int
     first: bool
     payload: bytes
+
+    def __init__(self, seqno: int, conn_id: int, first: bool, payload: bytes) -> None:
+        self.seqno = seqno
+        self.conn_id = conn_id
+        self.first = first
+        self.payload = payload
 
     def encode_body(self) -> bytes:
         return self._STRUCT.pack(self.seqno, self.conn_id, 1 if self.first else 0, len(self.payload)) + self.payload
@@ -398,13 +404,18 @@ register(UnicastData, 16, "QIBI",
          layout=(("u64", "seqno"), ("u32", "conn_id"), ("bool", "first"), ("payload", "payload")))
 
 
-@dataclass(slots=True, unsafe_hash=True)
+@dataclass(slots=True, unsafe_hash=True, init=False)  # __init__ written out: see node.core
 class UnicastAck(Message):
     """Acknowledges `seqno` (cumulative in unicast3; one message in unicast1/unicast2) on connection `conn_id`."""
 
     seqno: int
     conn_id: int
     timestamp: int
+
+    def __init__(self, seqno: int, conn_id: int, timestamp: int) -> None:
+        self.seqno = seqno
+        self.conn_id = conn_id
+        self.timestamp = timestamp
 
 register(UnicastAck, 17, "QII")
 
@@ -630,12 +641,16 @@ def _payload_tail(cls: type[Message], length: int, tail: bytes) -> bytes:
     return bytes(tail)
 
 
-@dataclass(slots=True, unsafe_hash=True)
+@dataclass(slots=True, unsafe_hash=True, init=False)  # __init__ written out: see node.core
 class Nakack4Msg(Message):
     """A multicast payload with the sender's `seqno`. Body: seqno u64 | payload_len u32 | payload."""
 
     seqno: int
     payload: bytes
+
+    def __init__(self, seqno: int, payload: bytes) -> None:
+        self.seqno = seqno
+        self.payload = payload
 
     def encode_body(self) -> bytes:
         return self._STRUCT.pack(self.seqno, len(self.payload)) + self.payload
@@ -677,7 +692,7 @@ class Nakack4XmitReq(Message):
 register(Nakack4XmitReq, 49, "", layout=(("name_list", "sender"), ("seqnos", "seqnos")), max_seqnos=8000)
 
 
-@dataclass(slots=True, unsafe_hash=True)
+@dataclass(slots=True, unsafe_hash=True, init=False)  # Nakack4Msg's __init__
 class Nakack4XmitRsp(Nakack4Msg):
     """A retransmitted multicast (answer to an XMIT_REQ) of the datagram's sender. Body as `Nakack4Msg`; a type
     of its own so receivers and dissectors tell resends apart (layers dispatch on the exact type)."""
@@ -695,13 +710,17 @@ class Nakack4Highest(Message):
 register(Nakack4Highest, 51, "Q")
 
 
-@dataclass(slots=True, unsafe_hash=True)
+@dataclass(slots=True, unsafe_hash=True, init=False)  # __init__ written out: see node.core
 class Nakack4Ack(Message):
     """Receiver to sender: highest delivered `seqno` (cumulative); `flags` carries SYNC_CAPABLE in bit 0 and, in
     bits 1-7, the sync generation of the BcastState it acknowledges (0: a plain ACK; node/multicast/sync.py)."""
 
     seqno: int
     flags: int
+
+    def __init__(self, seqno: int, flags: int) -> None:
+        self.seqno = seqno
+        self.flags = flags
 
 register(Nakack4Ack, 52, "QB")
 
