@@ -10,6 +10,11 @@ watches the targets while it does, and judges them afterwards.
   hung: sending stops, and the datagrams sent to it in the last two check intervals are its suspects (a node may
   still be reading an interval's backlog when it answers).
 - Recording (chaos.fuzz.record): every datagram sent goes to the run's fuzz directory, for replays.
+- Settling: after `settle_s`, until every member takes in fewer than `QUIET_DATAGRAMS_PER_S` datagrams a second
+  (`wait_until_quiet`, at most `settle_timeout_s`): a node still working off the backlog its socket buffered, and
+  the resyncs the forgeries set off, would otherwise meet the checks' workload with forged datagrams not yet read
+  (seen on a slow machine: a forged SYNC-OK read after the delivery check had measured the windows moved one past
+  the workload's messages).
 - Checks afterwards: every target answers `/health` within `health_timeout_s`; each target's RSS grew less than
   `max_rss_growth_bytes`; after the cluster recovered (all hear all, one view of all), a workload (unicast to
   the next member and multicast from each) is delivered in full.
@@ -48,6 +53,7 @@ class Settings:
     hang_timeout_s: float = 5.0
     health_timeout_s: float = 1.0
     settle_s: float = 1.0
+    settle_timeout_s: float = 30.0  # the longest wait for quiet members after sending (`wait_until_quiet`)
     max_rss_growth_bytes: int = 64 * MIB
     workload_count: int = 100
     recover_timeout_s: float = 30.0
@@ -86,6 +92,35 @@ class Outcome:
     @property
     def ok(self) -> bool:
         return all(c["ok"] is not False for c in self.checks.values()) and not self.culprits
+
+
+QUIET_DATAGRAMS_PER_S = 100.0  # a member of an idle cluster takes in a few a second: heartbeats, acks, views
+SETTLE_POLL_S = 0.5
+
+
+def wait_until_quiet(read_received: Callable[[], dict[str, int] | None], timeout_s: float,
+                     poll_s: float = SETTLE_POLL_S, quiet_per_s: float = QUIET_DATAGRAMS_PER_S,
+                     clock: Callable[[], float] = time.monotonic,
+                     sleep: Callable[[float], None] = time.sleep) -> tuple[bool, float, dict[str, float]]:
+    """Poll `read_received` (member -> datagrams it has received so far; None when one does not answer) every
+    `poll_s` until, over one interval, every member took in fewer than `quiet_per_s` a second, or `timeout_s`
+    passed, or a member stopped answering (the health check judges that). Returns (quiet, waited_s, the last
+    interval's rates per member)."""
+    started = clock()
+    last = read_received()
+    rates: dict[str, float] = {}
+    while last is not None and clock() - started < timeout_s:
+        before_s = clock()
+        sleep(poll_s)
+        now = read_received()
+        if now is None:
+            break
+        elapsed_s = max(clock() - before_s, 1e-9)
+        rates = {n: (now[n] - last.get(n, 0)) / elapsed_s for n in now}
+        if all(rate < quiet_per_s for rate in rates.values()):
+            return True, clock() - started, rates
+        last = now
+    return False, clock() - started, rates
 
 
 # --- the cluster's side ----------------------------------------------------------------------------------------
@@ -293,6 +328,14 @@ class _Gone(Exception):
         self.detail = detail
 
 
+def _received(cluster: Cluster) -> dict[str, int] | None:
+    """Every member's count of datagrams received (its /state); None when one does not answer."""
+    try:
+        return {n: s["counters"].get("datagrams_received", 0) for n, s in _states_of(cluster, cluster.names).items()}
+    except _Gone:
+        return None
+
+
 def _states_of(cluster: Cluster, names: list[str]) -> dict[str, dict[str, Any]]:
     """Every member's /state; raises `_Gone` naming the first that does not answer (and how its process is)."""
     out = {}
@@ -467,8 +510,13 @@ def delivery_culprits(record: Path, delivery: dict[str, Any], members: list[str]
 def judge(cluster: Cluster, settings: Settings, outcome: Outcome, before: dict[str, dict[str, Any]],
           rss_before: dict[str, int | None], hung: dict[str, str], watch: _Watch, log: Log,
           record: Path | None = None) -> None:
-    """The checks after sending: health, memory, drop counters, delivery (into `outcome`)."""
+    """The checks after sending: health, memory, drop counters, delivery (into `outcome`), once the members are
+    quiet (see the module docstring)."""
     time.sleep(settings.settle_s)
+    quiet, waited_s, rates = wait_until_quiet(lambda: _received(cluster), settings.settle_timeout_s)
+    busiest = max(rates.items(), key=lambda item: item[1], default=("", 0.0))
+    log(f"settled: every member quiet after {waited_s:.1f} s" if quiet else
+        f"not quiet after {waited_s:.1f} s (busiest: {busiest[0]} at {busiest[1]:.0f} datagrams/s): judging anyway")
     nodes_health = {t: health(cluster, t, settings.health_timeout_s) for t in settings.targets}
     bad = [t for t, h in nodes_health.items() if not h["ok"]]
     outcome.checks["health"] = {

@@ -250,3 +250,42 @@ def test_the_fuzzer_refuses_a_run_on_other_hosts_naming_them(tmp_path):
         fuzzrun.check_targets(cluster, fuzzrun.Settings(targets=["n1"]))
     fuzzrun.check_targets(Cluster("261124-000000-abcd", tmp_path, "token",
                                   [NodeInfo("n1", "c1", "10.77.0.2", "10.78.0.2", 11)]), fuzzrun.Settings(["n1"]))
+
+
+class _FakeClock:
+    """A clock that moves only when the code under test sleeps."""
+
+    def __init__(self) -> None:
+        self.now_s = 0.0
+
+    def __call__(self) -> float:
+        return self.now_s
+
+    def sleep(self, seconds: float) -> None:
+        self.now_s += seconds
+
+
+def _counts(per_poll):
+    """read_received giving each member's cumulative count, polls in order (None: a member does not answer)."""
+    totals = iter(per_poll)
+    return lambda: next(totals)
+
+
+def test_settling_waits_until_every_member_has_worked_off_its_backlog():
+    clock = _FakeClock()
+    # n3 still reads forged datagrams its socket buffered for two intervals; then only heartbeats
+    polls = [{"n1": 0, "n3": 0}, {"n1": 2, "n3": 4000}, {"n1": 4, "n3": 6000}, {"n1": 6, "n3": 6010}]
+    quiet, waited_s, rates = fuzzrun.wait_until_quiet(_counts(polls), 30.0, clock=clock, sleep=clock.sleep)
+    assert quiet and waited_s == pytest.approx(1.5)
+    assert rates == {"n1": 4.0, "n3": 20.0}
+
+
+def test_settling_gives_up_at_its_timeout_and_when_a_member_stops_answering():
+    clock = _FakeClock()
+    busy = ({"n1": 1000 * i} for i in range(100))
+    quiet, waited_s, rates = fuzzrun.wait_until_quiet(lambda: next(busy), 2.0, clock=clock, sleep=clock.sleep)
+    assert not quiet and waited_s == pytest.approx(2.0) and rates == {"n1": 2000.0}
+    clock = _FakeClock()
+    polls = [{"n1": 0}, {"n1": 5000}, None]
+    quiet, waited_s, _ = fuzzrun.wait_until_quiet(_counts(polls), 30.0, clock=clock, sleep=clock.sleep)
+    assert not quiet and waited_s == pytest.approx(1.0)
