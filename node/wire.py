@@ -41,7 +41,7 @@ import operator
 import struct
 import zlib
 from dataclasses import dataclass, fields
-from typing import Any, Callable, ClassVar, cast
+from typing import Any, Callable, ClassVar, Final, cast
 
 from mypy_extensions import mypyc_attr
 
@@ -62,8 +62,15 @@ _HEAD = struct.Struct("!2sBIQB")  # magic, version, cluster_id, incarnation, sen
 HEAD_BYTES = _HEAD.size  # the fixed part of the header, before the sender's name
 _COUNT = struct.Struct("!H")
 _MSG_HEAD = struct.Struct("!BH")  # type, body_len
+# The sizes the decoder adds up per message, as `Final` ints: mypyc keeps them native (a `Struct`'s `size` is an
+# attribute lookup and a boxed int, per use)
+_HEAD_SIZE: Final[int] = _HEAD.size
+_COUNT_SIZE: Final[int] = _COUNT.size
+_MSG_HEAD_SIZE: Final[int] = _MSG_HEAD.size
 
 _REGISTRY: dict[int, type["Message"]] = {}
+# type code -> its class's `decode_body`, bound once by `register` (not looked up and bound per message)
+_DECODERS: dict[int, Callable[[bytes], "Message"]] = {}
 Layout = tuple[tuple[str, str], ...]  # a message body as (kind, field) in order
 
 
@@ -126,6 +133,7 @@ def register(cls: type[Message], type_code: int, fmt: str | None = None, layout:
     elif names:
         cls._VALUES = staticmethod(operator.attrgetter(*names))  # a tuple for two names or more
     _REGISTRY[type_code] = cls
+    _DECODERS[type_code] = cls.decode_body
 
 
 def message_types() -> dict[int, type[Message]]:
@@ -246,7 +254,7 @@ def decode_datagram(data: bytes, cluster_id: int | None) -> tuple[str, list[Mess
 
 def decode_datagram_from(data: bytes, cluster_id: int | None) -> tuple[str, int, list[Message]]:
     """`decode_datagram` with the sender's incarnation: (sender, incarnation, messages)."""
-    if len(data) < _HEAD.size:
+    if len(data) < _HEAD_SIZE:
         raise WireError("truncated", f"{len(data)} bytes is shorter than the header")
     magic, version, cid, incarnation, name_len = _HEAD.unpack_from(data, 0)
     if magic != MAGIC:
@@ -260,35 +268,35 @@ def decode_datagram_from(data: bytes, cluster_id: int | None) -> tuple[str, int,
         raise WireError("foreign", f"cluster id {cid:#010x}, expected {cluster_id:#010x}")
     if not 0 < name_len <= MAX_SENDER_BYTES:
         raise WireError("absurd", f"sender length {name_len}")
-    pos = _HEAD.size
-    if end < pos + name_len + _COUNT.size:
+    pos = _HEAD_SIZE
+    if end < pos + name_len + _COUNT_SIZE:
         raise WireError("truncated", "datagram ends inside the header")
     try:
         sender = data[pos:pos + name_len].decode()
     except UnicodeDecodeError as exc:
         raise WireError("absurd", f"sender name is not utf-8: {exc}") from None
     pos += name_len
-    (count,) = _COUNT.unpack_from(data, pos)
-    pos += _COUNT.size
+    count: int = _COUNT.unpack_from(data, pos)[0]
+    pos += _COUNT_SIZE
     if not 0 < count <= MAX_MESSAGES:
         raise WireError("absurd", f"message count {count}")
     messages: list[Message] = []
     for index in range(count):
-        if end < pos + _MSG_HEAD.size:
+        if end < pos + _MSG_HEAD_SIZE:
             raise WireError("truncated", f"datagram ends before message {index}")
         mtype, body_len = _MSG_HEAD.unpack_from(data, pos)
-        pos += _MSG_HEAD.size
+        pos += _MSG_HEAD_SIZE
         if end < pos + body_len:
             raise WireError("truncated", f"message {index} body runs past the datagram end")
-        cls = _REGISTRY.get(mtype)
-        if cls is None:
+        decode = _DECODERS.get(mtype)
+        if decode is None:
             raise WireError("unknown-type", f"message {index} has type {mtype}")
         try:
-            messages.append(cls.decode_body(data[pos:pos + body_len]))
+            messages.append(decode(data[pos:pos + body_len]))
         except WireError:
             raise
         except (struct.error, ValueError, UnicodeDecodeError) as exc:
-            raise WireError("absurd", f"message {index} ({cls.__name__}): {exc}") from None
+            raise WireError("absurd", f"message {index} ({_REGISTRY[mtype].__name__}): {exc}") from None
         pos += body_len
     if pos != end:
         raise WireError("absurd", f"{end - pos} trailing bytes")
@@ -363,6 +371,11 @@ def _flag(cls: type[Message], value: int) -> bool:
     return bool(value)
 
 
+_UNICAST_DATA_FORMAT: Final = "QIBI"
+_UNICAST_DATA_HEAD: Final = struct.Struct("!" + _UNICAST_DATA_FORMAT)  # UnicastData's `_STRUCT`, for its decoder
+_UNICAST_DATA_HEAD_SIZE: Final[int] = _UNICAST_DATA_HEAD.size
+
+
 @dataclass(slots=True, unsafe_hash=True, init=False)  # __init__ written out: see node.core
 class UnicastData(Message):
     """An application payload on a unicast connection: `seqno` in the sender's window for this receiver.
@@ -386,21 +399,21 @@ class UnicastData(Message):
 
     @classmethod
     def decode_body(cls, body: bytes) -> "UnicastData":
-        # `_split_tail` and `_flag` written out: the node decodes one of these per message it receives
-        head = cls._STRUCT
-        if len(body) < head.size:
+        # `_split_tail` and `_flag` written out, the head's `Struct` and size module constants: the node decodes
+        # one of these per message it receives
+        if len(body) < _UNICAST_DATA_HEAD_SIZE:
             _split_tail(cls, body)  # raises its "truncated"
-        seqno, conn_id, first, length = head.unpack_from(body, 0)
-        follow = len(body) - head.size
+        seqno, conn_id, first, length = _UNICAST_DATA_HEAD.unpack_from(body, 0)
+        follow = len(body) - _UNICAST_DATA_HEAD_SIZE
         if length != follow:
             if length > follow:
                 raise WireError("truncated", f"UnicastData payload_len {length}, only {follow} bytes follow")
             raise WireError("absurd", f"UnicastData payload_len {length}, but {follow} bytes follow")
         if first > 1:
             _flag(cls, first)  # raises its "absurd"
-        return cls(seqno, conn_id, first == 1, body[head.size:])
+        return cls(seqno, conn_id, first == 1, body[_UNICAST_DATA_HEAD_SIZE:])
 
-register(UnicastData, 16, "QIBI",
+register(UnicastData, 16, _UNICAST_DATA_FORMAT,
          layout=(("u64", "seqno"), ("u32", "conn_id"), ("bool", "first"), ("payload", "payload")))
 
 

@@ -215,3 +215,4 @@ def test_a_new_layers_own_message_type_encodes_and_decodes_like_the_built_in_one
         assert decode_datagram_from(datagram, cluster_id_of("run")) == ("n1", 5, sent)
     finally:
         wire._REGISTRY.pop(free, None)  # the other tests see the built-in types only
+        wire._DECODERS.pop(free, None)
