@@ -371,11 +371,6 @@ def _flag(cls: type[Message], value: int) -> bool:
     return bool(value)
 
 
-_UNICAST_DATA_FORMAT: Final = "QIBI"
-_UNICAST_DATA_HEAD: Final = struct.Struct("!" + _UNICAST_DATA_FORMAT)  # UnicastData's `_STRUCT`, for its decoder
-_UNICAST_DATA_HEAD_SIZE: Final[int] = _UNICAST_DATA_HEAD.size
-
-
 @dataclass(slots=True, unsafe_hash=True, init=False)  # __init__ written out: see node.core
 class UnicastData(Message):
     """An application payload on a unicast connection: `seqno` in the sender's window for this receiver.
@@ -399,8 +394,8 @@ class UnicastData(Message):
 
     @classmethod
     def decode_body(cls, body: bytes) -> "UnicastData":
-        # `_split_tail` and `_flag` written out, the head's `Struct` and size module constants: the node decodes
-        # one of these per message it receives
+        # `_split_tail` and `_flag` written out, the head's `Struct` and size module constants (below the
+        # class): the node decodes one of these per message it receives
         if len(body) < _UNICAST_DATA_HEAD_SIZE:
             _split_tail(cls, body)  # raises its "truncated"
         seqno, conn_id, first, length = _UNICAST_DATA_HEAD.unpack_from(body, 0)
@@ -413,8 +408,11 @@ class UnicastData(Message):
             _flag(cls, first)  # raises its "absurd"
         return cls(seqno, conn_id, first == 1, body[_UNICAST_DATA_HEAD_SIZE:])
 
-register(UnicastData, 16, _UNICAST_DATA_FORMAT,
+register(UnicastData, 16, "QIBI",
          layout=(("u64", "seqno"), ("u32", "conn_id"), ("bool", "first"), ("payload", "payload")))
+# its head for its decoder, as `Final` module constants (a class attribute is a type lookup per message)
+_UNICAST_DATA_HEAD: Final = UnicastData._STRUCT
+_UNICAST_DATA_HEAD_SIZE: Final[int] = UnicastData._STRUCT.size
 
 
 @dataclass(slots=True, unsafe_hash=True, init=False)  # __init__ written out: see node.core

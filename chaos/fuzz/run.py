@@ -514,9 +514,9 @@ def judge(cluster: Cluster, settings: Settings, outcome: Outcome, before: dict[s
     quiet (see the module docstring)."""
     time.sleep(settings.settle_s)
     quiet, waited_s, rates = wait_until_quiet(lambda: _received(cluster), settings.settle_timeout_s)
-    busiest = max(rates.items(), key=lambda item: item[1], default=("", 0.0))
+    rates_text = ", ".join(f"{n} {rate:.0f}/s" for n, rate in rates.items()) or "a member did not answer"
     log(f"settled: every member quiet after {waited_s:.1f} s" if quiet else
-        f"not quiet after {waited_s:.1f} s (busiest: {busiest[0]} at {busiest[1]:.0f} datagrams/s): judging anyway")
+        f"not quiet after {waited_s:.1f} s (datagrams received: {rates_text}): judging anyway")
     nodes_health = {t: health(cluster, t, settings.health_timeout_s) for t in settings.targets}
     bad = [t for t, h in nodes_health.items() if not h["ok"]]
     outcome.checks["health"] = {

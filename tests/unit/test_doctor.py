@@ -15,6 +15,14 @@ def fake_probe(answers):
     return probe
 
 
+def recording(probe, asked):
+    """`probe`, appending every argv it is asked to `asked`."""
+    def wrapped(argv):
+        asked.append(list(argv))
+        return probe(argv)
+    return wrapped
+
+
 HEALTHY = {
     ("docker", "version"): (0, "20.10.24\n"),
     ("docker", "network", "create"): (0, "3f1c\n"),
@@ -71,11 +79,7 @@ def test_an_engine_that_answers_but_creates_no_network_cannot_run():
     """The engine of a wedged network controller answers `version` and lists images, and every run then waits
     60 s for its networks: the doctor (which make test asks first) fails at once, with what to do."""
     asked = []
-
-    def probe(argv):
-        asked.append(list(argv))
-        return fake_probe({**HEALTHY, ("docker", "network", "create"): (124, "timed out")})(argv)
-
+    probe = recording(fake_probe({**HEALTHY, ("docker", "network", "create"): (124, "timed out")}), asked)
     checks = doctor.run_checks(probe, lambda: {"splitlab-node:abc": True}, Path("/"))
     engine = by_name(checks)["Docker engine"]
     assert not engine.ok and "does not create and remove a network: timed out" in engine.detail
@@ -87,12 +91,7 @@ def test_an_engine_that_answers_but_creates_no_network_cannot_run():
 
 def test_a_healthy_engine_removes_the_network_it_created():
     asked = []
-
-    def probe(argv):
-        asked.append(list(argv))
-        return fake_probe(HEALTHY)(argv)
-
-    engine = by_name(doctor.run_checks(probe, lambda: {"splitlab-node:abc": True}, Path("/")))["Docker engine"]
+    engine = by_name(doctor.run_checks(recording(fake_probe(HEALTHY), asked), lambda: {"splitlab-node:abc": True}, Path("/")))["Docker engine"]
     assert engine.ok and engine.detail == "server 20.10.24; creates and removes a network"
     created = next(a[-1] for a in asked if a[:3] == ["docker", "network", "create"])
     assert ["docker", "network", "rm", created] in asked
