@@ -33,7 +33,9 @@ class SendEntry:
     last_ack_s: float = 0.0         # last progress: accepted ACK/STABLE, or a send into an empty window
     prev_tail: tuple[int, int] | None = None  # (low, highest_sent) at the previous retransmit run
     syncing: bool = False           # unicast3: SYNC-OK sent, SYNC-ACK not yet received
-    sync_started_s: float = 0.0
+    sync_started_s: float | None = None  # unicast3: when the last sync started (None: never)
+    sync_ok_sent_s: float = 0.0     # unicast3: when the last SYNC-OK left
+    sync_deferred: bool = False     # unicast3: a SYNC came too soon after the last sync; the retransmit task starts it
     ahead_told_s: float | None = None  # unicast3: last CLOSE sent because the receiver acked above what we sent
     blocked_since_s: float | None = None  # the window is full since (sends wait), None: not blocked
     active_s: float = 0.0           # last use: a send or an accepted ack (unicast3's conn_expiry_timeout)

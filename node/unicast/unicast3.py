@@ -28,7 +28,10 @@ Per peer there is a send entry and a receive entry, each with a connection id (c
   sender's word: a window replaced by a forged `first` comes back if it follows that stream) and answers
   SYNC-ACK, after which the sender trusts acks again. A delayed ACK of the old connection is discarded because
   its conn_id no longer matches (JGRP-1873).
-  SYNC and SYNC-OK are repeated by the retransmit task until answered or sync_timeout passes.
+  SYNC and SYNC-OK are repeated by the retransmit task until answered or sync_timeout passes. A sender answers
+  SYNCs at the rate a real receiver asks (anyone can send one in its name): a new sync at most once per
+  sync_min_interval (one asked sooner starts when the interval is over), during a sync at most one SYNC-OK per
+  xmit_interval.
   The new conn_id is the next generation of the same stream (node.unicast.connid): a window following that
   stream (an admin `sync`, or a SYNC whose trigger was overtaken by the first message) keeps what it delivered
   and only skips what the sender no longer has; a missing window or one of another stream starts again at low.
@@ -321,6 +324,13 @@ class Unicast3(UnicastBase):
         return out
 
     def _on_sync(self, now_s: float, src: str, msg: UnicastSync) -> list[Effect]:
+        """A receiver asks for our stream. Answered at the rate a real receiver asks, whatever arrives (anyone can
+        send a SYNC in its name): a new sync (a new generation of the connection id) at most once per
+        sync_min_interval -- one asked sooner is started by the retransmit task when the interval is over
+        (`syncs_deferred`) -- and, during a sync, at most one SYNC-OK per xmit_interval (`sync_oks_suppressed`; the
+        retransmit task repeats it anyway). The SYNC-OK goes to the real member whoever sent the SYNC, so a
+        flood of forged SYNCs costs each peer a few datagrams a second, not one per SYNC, and a real receiver's
+        sync still starts within one sync_min_interval and one xmit_interval."""
         out: list[Effect] = [self._resync("rx", src, "sync", msg)]
         entry = self.send_entries.get(src)
         if entry is None:
@@ -328,16 +338,30 @@ class Unicast3(UnicastBase):
             return out
         if entry.state == CLOSING:
             self._reopen_send(src, entry, out)
-        if not entry.syncing:
-            entry.new_conn_id(next_generation(entry.conn_id))
-            entry.syncing = True
-            entry.sync_started_s = now_s
-            entry.counters["syncs"] += 1
-            out.append(self._conn_state(src, "send", OPEN, entry.conn_id))
-        self._send_sync_ok(src, entry, out)
+        if entry.syncing:
+            if now_s - entry.sync_ok_sent_s < self.xmit_s:
+                entry.counters["sync_oks_suppressed"] += 1
+            else:
+                self._send_sync_ok(now_s, src, entry, out)
+        elif entry.sync_started_s is not None and now_s - entry.sync_started_s < self._sync_min_s:
+            entry.sync_deferred = True
+            entry.counters["syncs_deferred"] += 1
+        else:
+            self._start_sync(now_s, src, entry, out)
         return out
 
-    def _send_sync_ok(self, peer: str, entry: SendEntry, out: list[Effect]) -> None:
+    def _start_sync(self, now_s: float, peer: str, entry: SendEntry, out: list[Effect]) -> None:
+        """Switch the connection to the next generation of its id, discard acks until the SYNC-ACK, send SYNC-OK."""
+        entry.new_conn_id(next_generation(entry.conn_id))
+        entry.syncing = True
+        entry.sync_deferred = False
+        entry.sync_started_s = now_s
+        entry.counters["syncs"] += 1
+        out.append(self._conn_state(peer, "send", OPEN, entry.conn_id))
+        self._send_sync_ok(now_s, peer, entry, out)
+
+    def _send_sync_ok(self, now_s: float, peer: str, entry: SendEntry, out: list[Effect]) -> None:
+        entry.sync_ok_sent_s = now_s
         msg = UnicastSyncOk(entry.window.low, entry.conn_id)
         out.append(Send(peer, msg))
         out.append(self._resync("tx", peer, "sync_ok", msg, conn_id=entry.conn_id, low=entry.window.low))
@@ -405,7 +429,7 @@ class Unicast3(UnicastBase):
                     or rx.state == CLOSING):
                 return True
         for tx in self.send_entries.values():
-            if tx.window.msgs or tx.syncing or tx.state == CLOSING:
+            if tx.window.msgs or tx.syncing or tx.sync_deferred or tx.state == CLOSING:
                 return True
         return False
 
@@ -468,12 +492,15 @@ class Unicast3(UnicastBase):
                 del self.send_entries[peer]
                 out.append(self._conn_state(peer, "send", "removed", tx.conn_id))
                 continue
-            if tx.syncing:
-                if now_s - tx.sync_started_s >= self._sync_timeout_s:
+            started_s = tx.sync_started_s
+            if tx.syncing and started_s is not None:
+                if now_s - started_s >= self._sync_timeout_s:
                     tx.syncing = False
                     tx.counters["sync_timeouts"] += 1
                     out.append(Emit("resync_timeout", {"proto": self.NAME, "peer": peer, "side": "send"}))
                 else:
-                    self._send_sync_ok(peer, tx, out)
+                    self._send_sync_ok(now_s, peer, tx, out)
+            elif tx.sync_deferred and (started_s is None or now_s - started_s >= self._sync_min_s):
+                self._start_sync(now_s, peer, tx, out)
             self._tail_resend(peer, tx, out)
         return out

@@ -13,7 +13,7 @@ import pytest
 from node.sim import send_many, unicast_sim
 from node.unicast import UnicastConfig
 from node.unicast.connid import GEN_BITS, GEN_MASK, first_conn_id, next_generation
-from node.wire import UnicastAck, UnicastClose, UnicastData, UnicastSyncOk, UnicastXmitReq
+from node.wire import UnicastAck, UnicastClose, UnicastData, UnicastSync, UnicastSyncOk, UnicastXmitReq
 from sim_helpers import settle
 
 LAYER = "unicast"
@@ -278,3 +278,53 @@ def test_reordering_without_loss_asks_for_no_retransmission(variant: str) -> Non
     assert sim.emitted("data_rx", node="b", action="buffer"), "the link must reorder for this test to mean anything"
     assert sim.emitted("xmit_req_tx") == [], sim.repro()
     assert sim.delivered("b", "a") == sent, sim.repro()
+
+
+FLOOD_SYNCS = 2_000
+
+
+def test_a_flood_of_syncs_in_a_receivers_name_is_answered_at_the_rate_a_real_receiver_asks() -> None:
+    """Anyone can send a SYNC in a receiver's name, and each SYNC-OK goes to the real receiver: a sender answering
+    one for one turns a flood into as much traffic at its peer (the fuzz cluster saw ~1,700 resyncs a second per
+    node). It starts at most one sync per sync_min_interval and, during a sync, sends at most one SYNC-OK per
+    xmit_interval; the real receiver's window stays on the sender's stream and delivers what follows."""
+    sim = unicast_sim("unicast3", ("a", "b"), seed=31)
+    before = send_many(sim, "a", "b", 3, "before")
+    settle(sim)
+    config = uni(sim, "a").config
+    flood_s = 1.0
+    for i in range(FLOOD_SYNCS):
+        sim.inject("b", "a", UnicastSync(), delay_s=i * flood_s / FLOOD_SYNCS)
+    sim.run_for(flood_s)
+    sync_oks = len(sim.emitted("resync_tx", node="a", kind="sync_ok"))
+    syncs = uni(sim, "a").send_entries["b"].counters["syncs"]
+    most_syncs = flood_s * 1000 / config.sync_min_interval_ms + 1
+    assert syncs <= most_syncs, f"{syncs} syncs started in {flood_s} s, at most {most_syncs} allowed"
+    most_sync_oks = flood_s * 1000 / config.xmit_interval_ms + most_syncs
+    assert 1 <= sync_oks <= most_sync_oks, f"{sync_oks} SYNC-OKs for {FLOOD_SYNCS} SYNCs in {flood_s} s"
+    after = send_many(sim, "a", "b", 3, "after")
+    settle(sim)
+    assert sim.delivered("b", "a") == before + after
+
+
+def test_a_sync_asked_for_soon_after_the_last_one_is_started_when_the_interval_is_over() -> None:
+    """A SYNC that comes less than sync_min_interval after the last sync started is not answered at once, nor
+    dropped: the retransmit task starts that sync when the interval is over, so a real receiver that needs a
+    second sync soon after the first gets its SYNC-OK within one sync_min_interval and one xmit_interval."""
+    sim = unicast_sim("unicast3", ("a", "b"), seed=32)
+    send_many(sim, "a", "b", 3)
+    settle(sim)
+    config = uni(sim, "a").config
+    sim.request("b", LAYER, "sync", {"peer": "a"})
+    sim.run_for(0.05)
+    started = sim.now_s
+    sim.request("b", LAYER, "sync", {"peer": "a"})
+    sim.run_for(0.01)
+    entry = uni(sim, "a").send_entries["b"]
+    assert entry.counters["syncs"] == 1 and entry.counters["syncs_deferred"] == 1
+    settle(sim)
+    assert entry.counters["syncs"] == 2 and not entry.syncing
+    second = sim.emitted("resync_tx", node="a", kind="sync_ok")[-1]
+    late_s = second["ts"] - started
+    assert late_s <= (config.sync_min_interval_ms + config.xmit_interval_ms) / 1000, late_s
+    assert uni(sim, "b").recv_entries["a"].conn_id == entry.conn_id
