@@ -31,7 +31,7 @@ Per peer there is a send entry and a receive entry, each with a connection id (c
   SYNC and SYNC-OK are repeated by the retransmit task until answered or sync_timeout passes. A sender answers
   SYNCs at the rate a real receiver asks (anyone can send one in its name): a new sync at most once per
   sync_min_interval (one asked sooner starts when the interval is over), during a sync at most one SYNC-OK per
-  xmit_interval.
+  xmit_interval; a receiver answers a repeated SYNC-OK (one it already applied) at most once per xmit_interval.
   The new conn_id is the next generation of the same stream (node.unicast.connid): a window following that
   stream (an admin `sync`, or a SYNC whose trigger was overtaken by the first message) keeps what it delivered
   and only skips what the sender no longer has; a missing window or one of another stream starts again at low.
@@ -80,6 +80,7 @@ class Unicast3(UnicastBase):
         self._rx_sync: dict[str, _RxSync] = {}
         self._replaced: dict[str, ReceiveEntry] = {}  # per sender, the window its last `first` message replaced
         self._last_sync_tx_s: dict[str, float] = {}
+        self._last_repeat_ack: dict[str, tuple[int, float]] = {}  # per sender: the SYNC-ACK last sent for a repeat
         self._close_s = config.conn_close_timeout_ms / 1000
         self._sync_min_s = config.sync_min_interval_ms / 1000
         self._sync_timeout_s = config.sync_timeout_ms / 1000
@@ -103,6 +104,7 @@ class Unicast3(UnicastBase):
         out: list[Effect] = []
         self._rx_sync.pop(peer, None)
         self._last_sync_tx_s.pop(peer, None)
+        self._last_repeat_ack.pop(peer, None)
         self._replaced.pop(peer, None)
         tables: tuple[tuple[str, dict[str, SendEntry] | dict[str, ReceiveEntry]], ...] = (
             ("send", self.send_entries), ("recv", self.recv_entries))
@@ -224,8 +226,13 @@ class Unicast3(UnicastBase):
             # must not make a window deliver again)
             self._new_recv_entry(now_s, src, msg.conn_id, msg.low, out)
             self.counters["windows_restarted"] += 1
-        elif repeated:
-            pass  # a repeated SYNC-OK: our SYNC-ACK was lost, send it again
+        elif repeated:  # a repeated SYNC-OK: our SYNC-ACK was lost, send it again -- once per xmit_interval, as the
+            # sender repeats it (anyone can repeat a SYNC-OK in the sender's name, and the SYNC-ACK goes to the sender)
+            last = self._last_repeat_ack.get(src)
+            if last is not None and last[0] == msg.conn_id and now_s - last[1] < self.xmit_s:
+                self.counters["sync_acks_suppressed"] += 1
+                return out
+            self._last_repeat_ack[src] = (msg.conn_id, now_s)
         elif entry is not None and same_stream(msg.conn_id, entry.conn_id):  # the window's own stream
             self._keep_window(src, entry, msg, out)
         else:

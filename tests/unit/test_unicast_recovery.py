@@ -328,3 +328,25 @@ def test_a_sync_asked_for_soon_after_the_last_one_is_started_when_the_interval_i
     late_s = second["ts"] - started
     assert late_s <= (config.sync_min_interval_ms + config.xmit_interval_ms) / 1000, late_s
     assert uni(sim, "b").recv_entries["a"].conn_id == entry.conn_id
+
+
+def test_a_flood_of_repeated_sync_oks_in_a_senders_name_is_acked_at_the_rate_the_sender_repeats() -> None:
+    """A SYNC-OK the window already applied is answered again (our SYNC-ACK may have been lost), but anyone can
+    repeat it in the sender's name and the SYNC-ACK goes to the sender: at most one per xmit_interval, as often as
+    the sender itself repeats its SYNC-OK."""
+    sim = unicast_sim("unicast3", ("a", "b"), seed=33)
+    send_many(sim, "a", "b", 3)
+    settle(sim)
+    sim.request("b", LAYER, "sync", {"peer": "a"})
+    settle(sim)
+    [answer] = [e for e in sim.emitted("resync_tx", node="a") if e["kind"] == "sync_ok"]
+    flood_s = 1.0
+    for i in range(FLOOD_SYNCS):
+        sim.inject("a", "b", UnicastSyncOk(answer["low"], answer["conn_id"]), delay_s=i * flood_s / FLOOD_SYNCS)
+    sim.run_for(flood_s)
+    sync_acks = len(sim.emitted("resync_tx", node="b", kind="sync_ack"))
+    most = 1 + flood_s * 1000 / uni(sim, "b").config.xmit_interval_ms + 1
+    assert 2 <= sync_acks <= most, f"{sync_acks} SYNC-ACKs for {FLOOD_SYNCS} repeated SYNC-OKs in {flood_s} s"
+    after = send_many(sim, "a", "b", 3, "after")
+    settle(sim)
+    assert sim.delivered("b", "a")[-3:] == after
