@@ -140,8 +140,13 @@ class JgRuntime:
 
     # --- WorkloadHost and ControlTarget ---------------------------------------------------------------------------
     def new_msg_id(self) -> str:
-        self._msg_counter += 1
-        return f"{self.name}.{self.boot}.{self._msg_counter}"
+        prefix, number = self.reserve_msg_ids(1)
+        return f"{prefix}{number}"
+
+    def reserve_msg_ids(self, count: int) -> tuple[str, int]:
+        first = self._msg_counter + 1
+        self._msg_counter += count
+        return f"{self.name}.{self.boot}.", first
 
     def max_payload_bytes(self, kind: str) -> int | None:
         return MAX_PAYLOAD_BYTES
@@ -163,8 +168,8 @@ class JgRuntime:
         except jpype.JException as exc:
             raise UsageError(f"JGroups refused the send: {exc}") from None
 
-    def send(self, layer: str, to: str, payload: bytes) -> None:
-        self.request(layer, "send", {"to": to, "payload": payload})
+    def sender(self, layer: str, to: str) -> Callable[[bytes], None]:
+        return lambda payload: self.request(layer, "send", {"to": to, "payload": payload})
 
     def start_workload(self, spec: WorkloadSpec) -> Workload:
         item = workload.start(self, spec)

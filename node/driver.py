@@ -128,6 +128,16 @@ class Driver:
         carried out. Raises what the layer raises (`WindowFull`), before any effect."""
         self.apply(self.stack.send(now_s, layer, to, payload))
 
+    def sender(self, clock: Callable[[], float], layer: str, to: str) -> Callable[[bytes], None]:
+        """`send` of one application message to `to` through `layer` at `clock()`, as one callable: a workload's
+        loop calls it per message (the host's clock, e.g. `time.monotonic`; no interpreted frame in between)."""
+        stack_send = self.stack.send
+        apply = self.apply
+
+        def send(payload: bytes) -> None:
+            apply(stack_send(clock(), layer, to, payload))
+        return send
+
     def install_view(self, now_s: float, view_id: tuple[str, int], members: tuple[str, ...]) -> None:
         """Give every layer a view from outside the stack (what a membership layer does with `InstallView`)."""
         self._view(view_id, members)

@@ -22,7 +22,7 @@ import asyncio
 import errno
 import socket
 import time
-from typing import Any, Hashable
+from typing import Any, Callable, Hashable
 
 from node import workload
 from node.config import NodeConfig
@@ -39,6 +39,13 @@ RESOLVE_RETRY_S = 0.5
 BIND_RETRY_S = 5.0  # a fresh IPv6 address may be tentative (duplicate address detection) for a moment
 RECV_BATCH = 128  # datagrams read per wake-up at most; then timers and other callbacks get their turn
 MAX_DATAGRAM_BYTES = 65535
+
+
+def loop_clock(loop: asyncio.AbstractEventLoop) -> Callable[[], float]:
+    """The clock of `loop` as the cheapest callable: `time.monotonic` itself when the loop's `time()` is asyncio's
+    own (which returns it), else the loop's method. The node reads it for every datagram and every message a
+    workload sends; `loop.time` is an interpreted frame each time."""
+    return time.monotonic if type(loop).time is asyncio.BaseEventLoop.time else loop.time
 
 
 async def resolve_host(host: str, family: socket.AddressFamily = socket.AF_INET) -> str:
@@ -105,6 +112,7 @@ class NodeRuntime:
         self.data_ip: str | None = None
         self.workloads: list[Workload] = []
         self._loop: asyncio.AbstractEventLoop | None = None  # the running loop, from bind() on
+        self._clock: Callable[[], float] = time.monotonic  # the loop's clock (bind(): `loop_clock`)
         # set whenever a layer emits `window_unblocked`: workloads refused with WindowFull wait on it
         self.window_open = asyncio.Event()
         self._protocols_started = False
@@ -117,7 +125,7 @@ class NodeRuntime:
 
     # --- clock ------------------------------------------------------------------------------------------------
     def now(self) -> float:
-        return self._loop.time()
+        return self._clock()
 
     # --- lifecycle --------------------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -135,6 +143,7 @@ class NodeRuntime:
     async def bind(self) -> None:
         """Resolve the own data address, bind the socket, start the background tasks (no protocol yet)."""
         loop = self._loop = asyncio.get_running_loop()
+        self._clock = loop_clock(loop)
         self._wall_offset_s = time.time() - loop.time()
         host, port = self.config.data_address(self.config.name)
         family = self.config.data_family
@@ -209,7 +218,7 @@ class NodeRuntime:
             self.counters["datagrams_received"] += 1
             self.counters["received_before_start"] += 1
             return
-        now_s = self._loop.time()
+        now_s = self._clock()
         self._receive(now_s, int((now_s + self._wall_offset_s) * 1000), data, addr[0])
 
     # --- the driver's callbacks ---------------------------------------------------------------------------------
@@ -227,7 +236,7 @@ class NodeRuntime:
 
     def _fire(self, key: Hashable) -> None:
         self._timers.pop(key, None)
-        self.driver.timer(self._loop.time(), key)
+        self.driver.timer(self._clock(), key)
 
     def _window_unblocked(self, fields: dict[str, Any]) -> None:
         self.window_open.set()
@@ -271,17 +280,24 @@ class NodeRuntime:
 
     def new_msg_id(self) -> str:
         """A run-unique message id: <node>.<boot>.<n> (pipeline/SCHEMA.md)."""
-        self._msg_counter += 1
-        return f"{self.config.name}.{self.boot}.{self._msg_counter}"
+        prefix, number = self.reserve_msg_ids(1)
+        return f"{prefix}{number}"
 
     def request(self, layer: str, op: str, args: dict[str, Any]) -> None:
         """Run an application request on a layer (raises UsageError for bad requests, WindowFull when full)."""
-        self.driver.request(self._loop.time(), layer, op, args)
+        self.driver.request(self._clock(), layer, op, args)
 
-    def send(self, layer: str, to: str, payload: bytes) -> None:
-        """A workload's message (its arguments checked when it started; raises WindowFull when the window is
-        full)."""
-        self.driver.send(self._loop.time(), layer, to, payload)
+    def reserve_msg_ids(self, count: int) -> tuple[str, int]:
+        """`count` run-unique message ids at once: (prefix, first), the ids being prefix + str(first + i)."""
+        first = self._msg_counter + 1
+        self._msg_counter += count
+        return f"{self.config.name}.{self.boot}.", first
+
+    def sender(self, layer: str, to: str) -> Callable[[bytes], None]:
+        """A workload's send: one message through `layer` to `to` now (its arguments checked when the workload
+        started; raises WindowFull when the window is full). The driver's own closure on the loop's clock: no
+        interpreted frame per message."""
+        return self.driver.sender(self._clock, layer, to)
 
     def start_workload(self, spec: WorkloadSpec) -> Workload:
         """Start an application workload as its own task (it never blocks the node)."""

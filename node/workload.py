@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from node.core import make_payload
 from node.errors import UsageError, WindowFull
@@ -33,11 +33,12 @@ class WorkloadHost(Protocol):
     history: HistoryWriter
     window_open: asyncio.Event  # set when a layer emits `window_unblocked`
 
-    def new_msg_id(self) -> str: ...
+    def reserve_msg_ids(self, count: int) -> tuple[str, int]:
+        """`count` run-unique message ids: (prefix, first), the ids being prefix + str(first + i) for i < count."""
 
-    def send(self, layer: str, to: str, payload: bytes) -> None:
-        """One message through `layer` to `to` ("*": the group), its arguments checked by `WorkloadSpec.parse`;
-        raises WindowFull when the layer's window is full."""
+    def sender(self, layer: str, to: str) -> Callable[[bytes], None]:
+        """What sends one message through `layer` to `to` ("*": the group), the arguments checked by
+        `WorkloadSpec.parse`; it raises WindowFull when the layer's window is full."""
 
 
 @dataclass
@@ -112,17 +113,18 @@ async def run(runtime: WorkloadHost, workload: Workload) -> None:
     started = loop.time()
     multicast = spec.kind == "multicast"
     record = runtime.history.record
-    send = runtime.send
+    send = runtime.sender(spec.layer, spec.to)
+    prefix, first = runtime.reserve_msg_ids(spec.count)
     try:
         for index in range(spec.count):
-            msg_id = runtime.new_msg_id()
+            msg_id = prefix + str(first + index)
             payload = make_payload(msg_id, spec.size)
             sent = {"msg_id": msg_id, "kind": spec.kind, "to": spec.to, "size": len(payload)}
             if not multicast:
                 record("app_send", sent)
             while True:  # the send, and while the layer answers WindowFull, a wait for room and another try
                 try:
-                    send(spec.layer, spec.to, payload)
+                    send(payload)
                     break
                 except WindowFull:  # no await between the refusal and the wait: an unblock cannot slip in between
                     await _room(runtime, workload)

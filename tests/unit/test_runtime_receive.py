@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 
 import pytest
 
 from node.__main__ import build_stack
 from node.config import from_env
 from node.core import make_payload
+from node import history
 from node.history import HistoryWriter
-from node.runtime import NodeRuntime
+from node.runtime import NodeRuntime, loop_clock
+from node.workload import WorkloadSpec
 from node.wire import (MAX_MESSAGES, Heartbeat, UnicastData, cluster_id_of, decode_datagram, encode_datagram,
                        encode_message)
 
@@ -114,5 +117,31 @@ async def test_a_burst_is_read_in_few_batches(tmp_path) -> None:
         await until(lambda: n2.counters["datagrams_received"] - received >= burst)
         assert n2.counters["recv_batches"] - wakeups <= burst // 20  # one per batch of up to RECV_BATCH
         assert n2.dropped["foreign"] >= burst
+    finally:
+        await stop_nodes(nodes)
+
+
+@pytest.mark.timeout(60)
+async def test_workloads_beside_single_sends_give_every_message_its_own_id_and_deliver_each(tmp_path) -> None:
+    """Two unicast workloads at once and a control-API send beside them: every `app_send` has a run-unique id of
+    the node's prefix (workloads reserve their ids at once, a single send takes the next), and n2 delivers every
+    one of them. The node reads the loop's clock as `time.monotonic` itself (asyncio's loop)."""
+    nodes = await start_nodes(tmp_path)
+    n1, n2 = nodes["n1"], nodes["n2"]
+    try:
+        assert loop_clock(asyncio.get_running_loop()) is time.monotonic
+        spec = WorkloadSpec.parse("unicast", "unicast", {"to": "n2", "count": 300, "size": 50}, n1.members, "n1",
+                                  1000)
+        first, second = n1.start_workload(spec), n1.start_workload(spec)
+        n1.request("unicast", "send", {"to": "n2", "payload": make_payload(n1.new_msg_id(), 20)})
+        await until(lambda: n2.counters["delivered"] >= 601)
+        assert first.done and second.done and first.error is None and second.error is None
+        n1.history.flush()
+        sent = [e["msg_id"] for e in history.read(n1.config.history_path) if e["type"] == "app_send"]
+        assert len(sent) == 600 and len(set(sent)) == 600
+        assert all(m.startswith(f"n1.{n1.boot}.") for m in sent)
+        n2.history.flush()
+        delivered = {e["msg_id"] for e in history.read(n2.config.history_path) if e["type"] == "app_deliver"}
+        assert set(sent) < delivered and len(delivered) == 601
     finally:
         await stop_nodes(nodes)
