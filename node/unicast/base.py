@@ -10,7 +10,7 @@ handshakes, closing connections), so an idle member sets no timers and a simulat
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Callable, ClassVar, Hashable, Iterable
+from typing import Any, Callable, ClassVar, Container, Hashable, Iterable
 
 from mypy_extensions import mypyc_attr
 
@@ -285,11 +285,17 @@ class UnicastBase(BatchingProtocol):
             out.append(Send(peer, UnicastXmitReq(conn_id, chunk)))
             out.append(Emit("xmit_req_tx", {"proto": self.NAME, "to": peer, "seqnos": list(chunk)}))
 
-    def _serve_xmit(self, src: str, entry: SendEntry | None, seqnos: Iterable[int], out: list[Effect]) -> None:
-        """Resend what is still held of `seqnos`; the event names what was found and what is gone."""
+    def _serve_xmit(self, src: str, entry: SendEntry | None, seqnos: Iterable[int], out: list[Effect],
+                    repeats: Container[int] = ()) -> None:
+        """Resend what is still held of `seqnos` but the `repeats` (a variant's: resent in answer to a request a
+        moment ago); the event names what was found, what is gone and the repeats."""
         found: list[int] = []
         missing: list[int] = []
+        repeated: list[int] = []
         for seqno in seqnos:
+            if seqno in repeats:
+                repeated.append(seqno)
+                continue
             payload = entry.window.get(seqno) if entry is not None else None
             if payload is None or entry is None:
                 missing.append(seqno)
@@ -299,8 +305,11 @@ class UnicastBase(BatchingProtocol):
                 self._data(src, entry, seqno, payload, True, None, out)
         if entry is not None:
             entry.counters["xmit_missing"] += len(missing)
-        out.append(Emit("xmit_req_rx", {"proto": self.NAME, "from": src, "seqnos": list(seqnos),
-                                        "found": found, "missing": missing}))
+        event: dict[str, Any] = {"proto": self.NAME, "from": src, "seqnos": list(seqnos), "found": found,
+                                 "missing": missing}
+        if repeated:
+            event["repeats"] = repeated
+        out.append(Emit("xmit_req_rx", event))
 
     def _tail_resend(self, peer: str, entry: SendEntry, out: list[Effect]) -> None:
         """Resend the highest unacked message when neither acks nor sends moved since the previous run."""

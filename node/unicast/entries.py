@@ -38,6 +38,7 @@ class SendEntry:
     sync_deferred: bool = False     # unicast3: a SYNC came too soon after the last sync; the retransmit task starts it
     ahead_told_s: float | None = None  # unicast3: last CLOSE sent because the receiver acked above what we sent
     blocked_since_s: float | None = None  # the window is full since (sends wait), None: not blocked
+    xmit_served_s: dict[int, float] = field(default_factory=dict)  # unicast3: seqno -> when an XMIT_REQ resent it
     active_s: float = 0.0           # last use: a send or an accepted ack (unicast3's conn_expiry_timeout)
     counters: Counter = field(default_factory=Counter)
 

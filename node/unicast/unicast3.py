@@ -31,7 +31,8 @@ Per peer there is a send entry and a receive entry, each with a connection id (c
   SYNC and SYNC-OK are repeated by the retransmit task until answered or sync_timeout passes. A sender answers
   SYNCs at the rate a real receiver asks (anyone can send one in its name): a new sync at most once per
   sync_min_interval (one asked sooner starts when the interval is over), during a sync at most one SYNC-OK per
-  xmit_interval; a receiver answers a repeated SYNC-OK (one it already applied) at most once per xmit_interval.
+  xmit_interval; a receiver answers a repeated SYNC-OK (one it already applied) at most once per xmit_interval; a
+  sender resends a seqno in answer to an XMIT_REQ at most once per xmit_interval.
   The new conn_id is the next generation of the same stream (node.unicast.connid): a window following that
   stream (an admin `sync`, or a SYNC whose trigger was overtaken by the first message) keeps what it delivered
   and only skips what the sender no longer has; a missing window or one of another stream starts again at low.
@@ -327,7 +328,18 @@ class Unicast3(UnicastBase):
             out.append(Emit("xmit_req_rx", {"proto": self.NAME, "from": src, "seqnos": list(msg.seqnos),
                                             "found": [], "missing": [], "action": "discarded"}))
             return out
-        self._serve_xmit(src, entry, msg.seqnos, out)
+        # a receiver asks for a seqno at most once per retransmit run: one resent in answer to a request less than
+        # an xmit_interval ago is not resent again (anyone can send an XMIT_REQ in the receiver's name, and the
+        # resends go to the receiver: a flood of them would be a flood of resends)
+        served = entry.xmit_served_s
+        repeats = {seqno for seqno in msg.seqnos if now_s - served.get(seqno, -1.0) < self.xmit_s}
+        if repeats:
+            entry.counters["xmit_repeats_ignored"] += len(repeats)
+        held = entry.window.msgs
+        for seqno in msg.seqnos:
+            if seqno in held and seqno not in repeats:
+                served[seqno] = now_s
+        self._serve_xmit(src, entry, msg.seqnos, out, repeats)
         return out
 
     def _on_sync(self, now_s: float, src: str, msg: UnicastSync) -> list[Effect]:
@@ -509,5 +521,9 @@ class Unicast3(UnicastBase):
                     self._send_sync_ok(now_s, peer, tx, out)
             elif tx.sync_deferred and (started_s is None or now_s - started_s >= self._sync_min_s):
                 self._start_sync(now_s, peer, tx, out)
+            if tx.xmit_served_s:
+                low = tx.window.low
+                tx.xmit_served_s = {seqno: at_s for seqno, at_s in tx.xmit_served_s.items()
+                                    if seqno > low and now_s - at_s < self.xmit_s}
             self._tail_resend(peer, tx, out)
         return out

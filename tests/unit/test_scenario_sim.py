@@ -12,6 +12,7 @@ from chaos.harness import runner
 from chaos.harness.errors import ScenarioError
 from chaos.harness.load import load_scenario, load_text
 from chaos.harness.progress import Progress
+from pipeline_fixtures import spark  # noqa: F401  (shared fixture)
 
 REPO = Path(__file__).resolve().parents[2]
 QUIET = Progress(quiet=True)
@@ -22,10 +23,15 @@ def events(run_dir: Path, node: str) -> list[dict]:
 
 
 @pytest.mark.parametrize("seed", [3])
-def test_jgrp1873_in_the_simulator_unicast2_endless_unicast3_clean(tmp_path: Path, seed: int) -> None:
+def test_jgrp1873_in_the_simulator_unicast2_endless_unicast3_clean(tmp_path: Path, seed: int,
+                                                                   spark) -> None:  # noqa: F811
+    # the shared local[2] session: a session this test started on the default master (local[*]) would refuse the
+    # pipeline tests that run after it in the same process
     path = REPO / "scenarios" / "jgrp1873.yaml"
-    legacy = runner.run(load_scenario(path, variant="legacy"), backend="sim", seed=seed, out=tmp_path, progress=QUIET, report=False)
-    fixed = runner.run(load_scenario(path, variant="fixed"), backend="sim", seed=seed, out=tmp_path, progress=QUIET, report=False)
+    legacy = runner.run(load_scenario(path, variant="legacy"), backend="sim", seed=seed, out=tmp_path, progress=QUIET,
+                        report=False, spark=spark)
+    fixed = runner.run(load_scenario(path, variant="fixed"), backend="sim", seed=seed, out=tmp_path, progress=QUIET,
+                       report=False, spark=spark)
     how = f"reproduce with: splitlab sim {path} --seed {seed} --variant all"
     assert legacy.verdict.held, ([o for o in legacy.verdict.outcomes if not o.held], how)
     assert fixed.verdict.held, ([o for o in fixed.verdict.outcomes if not o.held], how)

@@ -350,3 +350,30 @@ def test_a_flood_of_repeated_sync_oks_in_a_senders_name_is_acked_at_the_rate_the
     after = send_many(sim, "a", "b", 3, "after")
     settle(sim)
     assert sim.delivered("b", "a")[-3:] == after
+
+
+def test_a_flood_of_retransmission_requests_in_a_receivers_name_resends_each_seqno_once_per_xmit_interval() -> None:
+    """A receiver asks for a missing seqno once per retransmit run; anyone can send an XMIT_REQ in its name, and
+    every resend goes to the receiver. A seqno resent in answer to a request less than an xmit_interval ago is not
+    resent again (`xmit_repeats_ignored`, the event's `repeats`), so 1,000 requests for 20 held messages cost a
+    few resends of each, not 20,000; the stream still completes once acks flow."""
+    sim = unicast_sim("unicast3", ("a", "b"), seed=34)
+    sim.partition("b", "a")  # acks lost: a holds what it sent
+    sent = send_many(sim, "a", "b", 20)
+    sim.run_for(0.01)
+    conn = uni(sim, "a").send_entries["b"].conn_id
+    requests, flood_s = 1_000, 1.0
+    for i in range(requests):
+        sim.inject("b", "a", UnicastXmitReq(conn, tuple(range(1, 21))), delay_s=i * flood_s / requests)
+    sim.run_for(flood_s)
+    config = uni(sim, "a").config
+    resends = len(sim.emitted("data_tx", node="a", resend=True))
+    tail_resends = flood_s * 1000 / config.xmit_interval_ms + 1  # the retransmit task's own, one per run
+    most = 20 * (flood_s * 1000 / config.xmit_interval_ms + 1) + tail_resends
+    assert 20 <= resends <= most, f"{resends} resends for {requests} requests of 20 seqnos, at most {most}"
+    answered = sim.emitted("xmit_req_rx", node="a")
+    assert len(answered) == requests and sum(len(e.get("repeats", ())) for e in answered) > 0
+    assert all(e["seqnos"] == list(range(1, 21)) for e in answered)
+    sim.heal()
+    settle(sim)
+    assert sim.delivered("b", "a") == sent
