@@ -9,7 +9,9 @@ Sender (the local member's own messages):
   anyone else (a non-member, an ACK above what was sent) are discarded: they cannot block or unblock anyone.
 - Retransmit task (every `xmit_interval`, armed only while there is work): an idle sender with unacked messages
   sends `Nakack4Highest` so a lost tail is asked for; `XMIT_REQ`s are answered with `Nakack4XmitRsp` of the
-  messages still held (`xmit_req_rx` names what was found and what is no longer held).
+  messages still held (`xmit_req_rx` names what was found and what is no longer held); a seqno resent to a
+  member in answer to a request is not resent again to it within an xmit_interval (`repeats`: a receiver asks
+  once per run, anyone can ask in its name).
 Receiver (one window per sender):
 - accepts low < seqno <= low + capacity, drops and counts the rest (`below_window`, `outside_window`), delivers
   in order; an ACK (highest delivered, `delivered_high`: never a seqno a state made us skip) leaves after
@@ -120,6 +122,7 @@ class Nakack4(BatchingProtocol):
         self._timer_at: float | None = None
         self._sent_since_run = False
         self._tx_high = 0  # highest seqno transmitted (a stalled thread may hold a higher taken one back)
+        self._xmit_served: dict[str, dict[int, float]] = {}  # requester -> seqno -> when an XMIT_REQ had it resent
         self._handlers: dict[type, Callable[[float, str, Any], list[Effect]]] = {
             Nakack4Msg: self._on_msg, Nakack4XmitRsp: self._on_msg, Nakack4XmitReq: self._on_xmit_req,
             Nakack4Highest: self._on_highest, Nakack4Ack: self._on_ack, BcastState: self._on_state,
@@ -447,11 +450,21 @@ class Nakack4(BatchingProtocol):
         out: list[Effect] = []
         found: list[int] = []
         missing: list[int] = []
+        repeats: list[int] = []
+        # a receiver asks for a seqno at most once per retransmit run: one resent to `src` in answer to a request
+        # less than an xmit_interval ago is not resent again (anyone can send an XMIT_REQ in a member's name, and
+        # the resends go to the member)
+        served = self._xmit_served.setdefault(src, {}) if src in self.known else None
         for seqno in seqnos:
             payload = self.send.get(seqno)
             if payload is None:
                 missing.append(seqno)
                 continue
+            if served is not None:
+                if now_s - served.get(seqno, -1.0) < self._xmit_s:
+                    repeats.append(seqno)
+                    continue
+                served[seqno] = now_s
             found.append(seqno)
             out.append(Send(src, Nakack4XmitRsp(seqno, payload)))
             out.append(Emit("data_tx", {"proto": self.NAME, "to": src, "seqno": seqno, "conn_id": 0,
@@ -466,6 +479,9 @@ class Nakack4(BatchingProtocol):
             event["over_limit"] = len(msg.seqnos) - len(seqnos) - ignored
         if ignored:
             event.update(ignored=ignored, reason=problem)
+        if repeats:
+            event["repeats"] = repeats
+            self.counters["xmit_repeats_ignored"] += len(repeats)
         out.append(Emit("xmit_req_rx", event))
         if missing and src in self.acks and not self.sync.legacy_with(src):
             # it lacks seqnos we no longer hold (a window not synchronised by our state, or one moved back down
@@ -748,6 +764,14 @@ class Nakack4(BatchingProtocol):
 
     def _xmit_task(self, now_s: float) -> list[Effect]:
         out: list[Effect] = []
+        if self._xmit_served:  # what was resent an xmit_interval ago may be asked for again
+            low = self.send.low
+            for peer, served in list(self._xmit_served.items()):
+                kept = {seqno: at_s for seqno, at_s in served.items() if seqno > low and now_s - at_s < self._xmit_s}
+                if kept:
+                    self._xmit_served[peer] = kept
+                else:
+                    del self._xmit_served[peer]
         limit = min(self._xmit_limit, Nakack4XmitReq.MAX_SEQNOS)
         for peer, entry in self.windows.items():
             if entry.awaiting_state:  # accepts nothing, asks for nothing but the state

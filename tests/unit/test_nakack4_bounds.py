@@ -246,3 +246,25 @@ def test_a_window_opened_for_a_former_member_outside_the_view_asks_for_nothing_a
     assert not entry.active and entry.window.low == 5
     sim.run_for(0.6)
     assert "a" not in nak(sim, "b").windows and nak(sim, "b").counters["windows_expired"] == 2
+
+
+def test_a_flood_of_xmit_reqs_in_a_members_name_resends_each_seqno_once_per_xmit_interval() -> None:
+    """A receiver asks for a seqno at most once per retransmit run; anyone can send an XMIT_REQ in its name, and
+    the resends go to it. A seqno resent to a member in answer to a request less than an xmit_interval ago is not
+    resent again (`xmit_repeats_ignored`, the event's `repeats`): 1,000 requests for 5 held messages in one second
+    cost a few resends of each, not 5,000."""
+    sim = multicast_sim(GROUP, seed=5, config=CONFIG, with_membership=False)
+    sim.partition("b", "a")  # b's acks lost: a holds what it sent
+    for n in range(1, 6):
+        multicast(sim, "a", make_payload(f"a.m.{n}", 16))
+    sim.run_for(0.01)
+    requests, flood_s = 1_000, 1.0
+    for i in range(requests):
+        sim.inject("b", "a", Nakack4XmitReq("a", (1, 2, 3, 4, 5)), delay_s=i * flood_s / requests)
+    sim.run_for(flood_s)
+    resends = len(sim.emitted("data_tx", node="a", resend=True))
+    most = 5 * (flood_s * 1000 / CONFIG.xmit_interval_ms + 1)
+    assert 5 <= resends <= most, f"{resends} resends for {requests} requests of 5 seqnos, at most {most}"
+    answered = sim.emitted("xmit_req_rx", node="a")
+    assert len(answered) == requests and all(e["seqnos"] == [1, 2, 3, 4, 5] for e in answered)
+    assert nak(sim, "a").counters["xmit_repeats_ignored"] == 5 * requests - resends
