@@ -20,8 +20,7 @@ def cmd_images(args: argparse.Namespace) -> int:
     from chaos.cluster import kinds
 
     chosen = sorted(kinds.KINDS) if args.kind == "all" else [kinds.kind(args.kind).name]
-    for name in chosen:
-        tag = kinds.KINDS[name].build(progress)
+    for name, tag in kinds.build_kinds(chosen, progress).items():
         console.print(f"{name} node image ready: {tag}")
     return 0
 

@@ -1,10 +1,12 @@
 """Image inputs: the Debian mirror comes from the host's apt configuration; tags follow the hashed inputs."""
 import shutil
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
-from chaos.cluster import images
+from chaos.cluster import images, kinds
 from node.errors import EnvironmentProblem
 
 REPO = Path(__file__).resolve().parents[2]
@@ -69,3 +71,43 @@ def test_node_dependencies_are_the_node_extra_only():
     deps = images.node_dependencies(REPO)
     assert any(d.startswith("aiohttp") for d in deps)
     assert not any(d.startswith(("pyspark", "scapy", "docker")) for d in deps)
+
+
+def _kinds(monkeypatch, builds: dict) -> None:
+    monkeypatch.setattr(kinds, "KINDS", {name: kinds.NodeKind(name, f"X_{name.upper()}_IMAGE", lambda: f"{name}:t",
+                                                              build) for name, build in builds.items()})
+
+
+def test_the_kinds_images_are_built_side_by_side(monkeypatch):
+    """`splitlab images --kind all` builds each kind's chain at once: each build here waits for the other to have
+    started (built one after the other, the first would wait in vain)."""
+    both_started = threading.Barrier(2, timeout=5)
+
+    def build(name):
+        def run(log):
+            both_started.wait()
+            log(f"{name} built")
+            return f"{name}:t"
+        return run
+
+    _kinds(monkeypatch, {"a": build("a"), "b": build("b")})
+    logged = []
+    assert kinds.build_kinds(["a", "b"], logged.append) == {"a": "a:t", "b": "b:t"}
+    assert sorted(logged) == ["a built", "b built"]
+
+
+def test_a_failed_build_is_raised_once_the_other_has_ended(monkeypatch):
+    ended = threading.Event()
+
+    def fails(log):
+        raise EnvironmentProblem("debootstrap failed")
+
+    def slow(log):
+        time.sleep(0.2)
+        ended.set()
+        return "b:t"
+
+    _kinds(monkeypatch, {"a": fails, "b": slow})
+    with pytest.raises(EnvironmentProblem, match="debootstrap failed"):
+        kinds.build_kinds(["a", "b"], lambda line: None)
+    assert ended.is_set()
