@@ -176,15 +176,24 @@ def check_delay(lab: Lab) -> Outcome:
                    {"n1->n2": shaped_n, "n1->n3": control_n})
 
 
+IQR_PER_SIGMA = 1.349  # a normal distribution's interquartile range, in sigmas
+
+
 def check_jitter_normal(lab: Lab) -> Outcome:
     shape(lab, {"n2": LinkFault(delay_ms=20, jitter_ms=5, distribution="normal")})
     shaped, shaped_n = measure(lab, "n1", "n2", 2000, 1)
     control, control_n = measure(lab, "n1", "n3", 500, 1)
-    spread_ms = shaped_n["stdev_ms"] or 0.0
+    # the spread as a normal distribution's sigma estimated from the interquartile range (IQR / 1.349): a guest
+    # that qemu did not run for a moment (TCG, on a machine busy with the rest of the suite) delays a burst of
+    # probes by tens of ms, which moves the standard deviation (9.2 ms in one such run, p99 85 ms) but not the
+    # quartiles. The tail check tells normal from uniform (+-5 ms never reaches 28 ms).
+    spread_ms = (shaped.percentile_ms(75) - shaped.percentile_ms(25)) / IQR_PER_SIGMA
+    shaped_n["sigma_from_iqr_ms"] = round(spread_ms, 3)
     ok = (abs(shaped.mean_delay_ms - 20) <= 2 and 3.5 <= spread_ms <= 7 and shaped.percentile_ms(99) > 28
           and control.mean_delay_ms < 2)
-    return Outcome(ok, "delay 20ms 5ms distribution normal: n1->n2 mean within 20 +- 2 ms, stdev 3.5..7 ms, p99 > 28 "
-                   "ms (a normal tail; uniform +-5 ms never reaches it); n1->n3 mean < 2 ms",
+    return Outcome(ok, "delay 20ms 5ms distribution normal: n1->n2 mean within 20 +- 2 ms, sigma (from the "
+                   "interquartile range) 3.5..7 ms, p99 > 28 ms (a normal tail; uniform +-5 ms never reaches it); "
+                   "n1->n3 mean < 2 ms",
                    {"n1->n2": shaped_n, "n1->n3": control_n})
 
 
