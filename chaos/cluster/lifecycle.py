@@ -309,7 +309,7 @@ def _remove(client: docker.DockerClient, run_id: str) -> None:
     sweep_host(run_id)  # a bridge chain no ledger holds any more (its run directory deleted): gone with the bridge
     _each_container(run_containers(client, run_id), lambda ctr: (ctr.stop(timeout=compose.STOP_GRACE_S),
                                                                  ctr.remove(force=True)))
-    engine.at_once(client.networks.list(filters={"label": f"{LABEL_RUN}={run_id}"}), lambda net: net.remove())
+    engine.at_once(client.networks.list(filters={"label": f"{LABEL_RUN}={run_id}"}), engine.remove_network)
 
 
 def _each_container(ctrs: list[Any], action: Callable[[Any], Any]) -> None:

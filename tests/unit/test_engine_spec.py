@@ -1,13 +1,18 @@
 """A run's compose document as the engine API's arguments (chaos.cluster.engine): every key `render` writes, for
 IPv4 and dual-stack runs with per-node environments, becomes an argument; Compose's own labels are added so
 compose still sees the run; a key the engine does not handle is refused by name instead of being dropped. (Every
-container test starts its cluster through `engine.start`.)"""
+container test starts its cluster through `engine.start`.) A network whose endpoints linger after their containers
+are gone is still removed."""
 from __future__ import annotations
 
+import time
+
+import docker
 import pytest
 
 from chaos.cluster import compose, engine
 from chaos.cluster.naming import LABEL_NODE, LABEL_RUN
+from node.errors import EnvironmentProblem
 
 RUN = "261125-000000-abcd"
 PROJECT = f"splitlab-{RUN}"
@@ -56,3 +61,43 @@ def test_a_key_the_engine_does_not_handle_is_refused_by_name() -> None:
 
 def test_networks_are_named_as_compose_names_them() -> None:
     assert engine.network_name(PROJECT, "data") == f"{PROJECT}_data"
+
+
+class _Network:
+    """A docker SDK network whose removal the engine refuses `refusals` times with `error`."""
+
+    def __init__(self, refusals: int, error: str = "error while removing network: network x has active endpoints"):
+        self.refusals, self.error = refusals, error
+        self.attrs: dict = {}
+        self.calls: list[str] = []
+        self.name = "splitlab-r_control"
+
+    def remove(self) -> None:
+        self.calls.append("remove")
+        if self.refusals:
+            self.refusals -= 1
+            raise docker.errors.APIError(self.error)
+
+    def reload(self) -> None:
+        self.calls.append("reload")
+        self.attrs = {"Containers": {"ep1": {"Name": "splitlab-r-n1"}}}
+
+    def disconnect(self, container: str, force: bool = False) -> None:
+        self.calls.append(f"disconnect {container} force={force}")
+
+
+def test_a_network_whose_endpoints_linger_is_removed_once_they_are_disconnected():
+    net = _Network(refusals=1)
+    engine.remove_network(net, sleep=lambda s: None)
+    assert net.calls == ["remove", "reload", "disconnect splitlab-r-n1 force=True", "remove"]
+
+
+def test_a_network_removal_gives_up_after_the_settle_time_and_other_errors_at_once():
+    net = _Network(refusals=1000)
+    with pytest.raises(EnvironmentProblem, match="still counts an endpoint on network splitlab-r_control") as info:
+        engine.remove_network(net, settle_s=0.05, sleep=lambda s: time.sleep(0.01))
+    assert "restart the Docker daemon" in info.value.hint
+    other = _Network(refusals=1, error="conflict: something else")
+    with pytest.raises(docker.errors.APIError, match="something else"):
+        engine.remove_network(other, sleep=lambda s: None)
+    assert other.calls == ["remove"]
