@@ -145,3 +145,18 @@ async def test_workloads_beside_single_sends_give_every_message_its_own_id_and_d
         assert set(sent) < delivered and len(delivered) == 601
     finally:
         await stop_nodes(nodes)
+
+
+def test_a_loop_with_its_own_clock_is_read_through_its_time() -> None:
+    """The node reads `time.monotonic` directly only where the loop's `time()` is asyncio's own; a loop with its
+    own clock is read through it."""
+
+    class ShiftedLoop(asyncio.SelectorEventLoop):
+        def time(self) -> float:
+            return 42.0
+
+    loop = ShiftedLoop()
+    try:
+        assert loop_clock(loop)() == 42.0
+    finally:
+        loop.close()
