@@ -25,7 +25,7 @@ from node import workload
 from node.core import payload_msg_id
 from node.errors import SplitlabError, UsageError
 from node.history import HistoryWriter
-from node.workload import Workload, WorkloadSpec
+from node.workload import MessageIds, Workload, WorkloadSpec
 
 JGROUPS_JAR = os.environ.get("SPLITLAB_JGROUPS_JAR", "/usr/share/java/jgroups.jar")
 TRACE_JAR = os.environ.get("SPLITLAB_TRACE_JAR", "/opt/splitlab/splitlab-jgroups.jar")
@@ -64,6 +64,7 @@ class JgRuntime:
         self.run_id = config.node.run_id
         self.members = config.node.members
         self.boot = int(time.time() * 1000)
+        self.msg_ids = MessageIds(self.name, self.boot)  # WorkloadHost
         self.window_open = asyncio.Event()  # WorkloadHost: JGroups' UNICAST/UNICAST2 never refuse a send
         self.workloads: list[Workload] = []
         self.counters: dict[str, int] = {"app_delivered": 0}
@@ -72,7 +73,6 @@ class JgRuntime:
         self.trace = Trace(self.name, history.record, self.liveness.heard)
         self.failure: BaseException | None = None
         self._on_failure = on_failure
-        self._msg_counter = 0
         self._channel: Any = None
         self._view: dict[str, Any] | None = None
         self._addresses: dict[str, Any] = {}  # member name -> its JGroups address, from the current view
@@ -139,15 +139,6 @@ class JgRuntime:
         self.history.record("suspect", {"peer": peer})
 
     # --- WorkloadHost and ControlTarget ---------------------------------------------------------------------------
-    def new_msg_id(self) -> str:
-        prefix, number = self.reserve_msg_ids(1)
-        return f"{prefix}{number}"
-
-    def reserve_msg_ids(self, count: int) -> tuple[str, int]:
-        first = self._msg_counter + 1
-        self._msg_counter += count
-        return f"{self.name}.{self.boot}.", first
-
     def max_payload_bytes(self, kind: str) -> int | None:
         return MAX_PAYLOAD_BYTES
 

@@ -32,7 +32,7 @@ from node.history import HistoryWriter
 from node.multicast import MAX_PAYLOAD_BYTES as MULTICAST_MAX_PAYLOAD_BYTES
 from node.stack import Stack
 from node.unicast import MAX_PAYLOAD_BYTES as UNICAST_MAX_PAYLOAD_BYTES
-from node.workload import Workload, WorkloadSpec
+from node.workload import MessageIds, Workload, WorkloadSpec
 from node.wire import cluster_id_of
 
 RESOLVE_RETRY_S = 0.5
@@ -99,6 +99,7 @@ class NodeRuntime:
                              on_emit={"window_unblocked": self._window_unblocked})
         self.cluster_id = self.driver.cluster_id
         self.boot = self.driver.incarnation
+        self.msg_ids = MessageIds(config.name, self.boot)
         self.counters = self.driver.counters  # the driver's, plus the IO's own (send_errors, unresolved_drops, ...)
         self.dropped = self.driver.dropped
         self._receive = self.driver.receive
@@ -108,7 +109,6 @@ class NodeRuntime:
         self._addresses: dict[str, tuple[str, int]] = {}
         self._wall_offset_s = 0.0  # unix time minus loop time, set in bind() (the wall clock without a syscall)
         self._tasks: list[asyncio.Task] = []
-        self._msg_counter = 0
         self.data_ip: str | None = None
         self.workloads: list[Workload] = []
         self._loop: asyncio.AbstractEventLoop | None = None  # the running loop, from bind() on
@@ -278,20 +278,9 @@ class NodeRuntime:
             return MULTICAST_MAX_PAYLOAD_BYTES if "multicast" in self.stack.layers else None
         return UNICAST_MAX_PAYLOAD_BYTES
 
-    def new_msg_id(self) -> str:
-        """A run-unique message id: <node>.<boot>.<n> (pipeline/SCHEMA.md)."""
-        prefix, number = self.reserve_msg_ids(1)
-        return f"{prefix}{number}"
-
     def request(self, layer: str, op: str, args: dict[str, Any]) -> None:
         """Run an application request on a layer (raises UsageError for bad requests, WindowFull when full)."""
         self.driver.request(self._clock(), layer, op, args)
-
-    def reserve_msg_ids(self, count: int) -> tuple[str, int]:
-        """`count` run-unique message ids at once: (prefix, first), the ids being prefix + str(first + i)."""
-        first = self._msg_counter + 1
-        self._msg_counter += count
-        return f"{self.config.name}.{self.boot}.", first
 
     def sender(self, layer: str, to: str) -> Callable[[bytes], None]:
         """A workload's send: one message through `layer` to `to` now (its arguments checked when the workload

@@ -27,14 +27,27 @@ MAX_COUNT = 10_000_000
 _ids = itertools.count(1)
 
 
+class MessageIds:
+    """The run-unique message ids of one node's life, `<node>.<boot>.<n>` (pipeline/SCHEMA.md): a workload takes
+    its `count` numbers at once."""
+
+    def __init__(self, node: str, boot: int) -> None:
+        self.prefix = f"{node}.{boot}."
+        self._last = 0
+
+    def reserve(self, count: int) -> int:
+        """The first of `count` numbers no other caller gets: the ids are prefix + str(first + i), i < count."""
+        first = self._last + 1
+        self._last += count
+        return first
+
+
 class WorkloadHost(Protocol):
     """What a workload runs on: message ids, the history, sends through a layer, and the window-open signal."""
 
     history: HistoryWriter
     window_open: asyncio.Event  # set when a layer emits `window_unblocked`
-
-    def reserve_msg_ids(self, count: int) -> tuple[str, int]:
-        """`count` run-unique message ids: (prefix, first), the ids being prefix + str(first + i) for i < count."""
+    msg_ids: MessageIds
 
     def sender(self, layer: str, to: str) -> Callable[[bytes], None]:
         """What sends one message through `layer` to `to` ("*": the group), the arguments checked by
@@ -114,7 +127,7 @@ async def run(runtime: WorkloadHost, workload: Workload) -> None:
     multicast = spec.kind == "multicast"
     record = runtime.history.record
     send = runtime.sender(spec.layer, spec.to)
-    prefix, first = runtime.reserve_msg_ids(spec.count)
+    prefix, first = runtime.msg_ids.prefix, runtime.msg_ids.reserve(spec.count)
     try:
         for index in range(spec.count):
             msg_id = prefix + str(first + index)

@@ -115,11 +115,11 @@ def at_once(items: Sequence[T], action: Callable[[T], Any]) -> None:
 
 def remove_network(net: Any, settle_s: float = NETWORK_SETTLE_S, sleep: Callable[[float], None] = time.sleep) -> None:
     """Remove network `net` (a docker SDK `Network`) once its containers are gone. The engine may refuse while it
-    still counts an endpoint of a removed container ("has active endpoints"): an endpoint still listed is
-    disconnected by force and the removal tried again, for at most `settle_s`. An engine that still refuses then
-    keeps a stale endpoint that no container holds (seen once on 20.10, in a `down` of five nodes after a bench of
-    fifty: `docker network inspect` listed none, only a daemon restart cleared it): EnvironmentProblem says so. A
-    network already gone is fine; another refusal is raised as the engine's error."""
+    still counts an endpoint of a removed container ("has active endpoints"): the removal is tried again for at
+    most `settle_s`. An engine that still refuses keeps a stale endpoint that no container holds (seen once on
+    20.10, in a `down` of five nodes after a bench of fifty: `docker network inspect` listed none, only a daemon
+    restart cleared it): EnvironmentProblem says so. A network already gone is fine; another refusal is raised as
+    the engine's error."""
     deadline = time.monotonic() + settle_s
     while True:
         try:
@@ -136,14 +136,6 @@ def remove_network(net: Any, settle_s: float = NETWORK_SETTLE_S, sleep: Callable
                     f"it is left ({settle_s:g} s after its containers were removed): a fault of the engine",
                     hint="restart the Docker daemon (e.g. 'service docker restart'), then 'splitlab down --all'"
                 ) from None
-        try:
-            net.reload()
-            for endpoint in (net.attrs.get("Containers") or {}).values():
-                net.disconnect(endpoint.get("Name", ""), force=True)
-        except docker.errors.NotFound:
-            return
-        except docker.errors.APIError:
-            pass  # an endpoint released meanwhile: the next removal tells
         sleep(NETWORK_RETRY_S)
 
 

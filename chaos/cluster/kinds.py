@@ -16,7 +16,7 @@ records it says itself (`node_start.config.records`: a check that needs an event
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable
 
@@ -66,12 +66,10 @@ def build_kinds(names: list[str], log: Log) -> dict[str, str]:
     """Build the images of the kinds `names` (what is missing of each), the kinds side by side: each chain is
     mostly waiting (debootstrap's downloads and unpacking, `docker import`, `docker build`) and the two share no
     image, so on a fresh machine building both at once saves about a minute of `make test`. Returns each kind's
-    tag; the first failure is raised once every build has ended (none is left half-way in the background)."""
-    if len(names) < 2:
-        return {name: KINDS[name].build(log) for name in names}
-    with ThreadPoolExecutor(max_workers=len(names), thread_name_prefix="images") as pool:
+    tag; the first failure is raised once every build has ended (leaving the pool waits for them all: none is
+    left half-way in the background)."""
+    with ThreadPoolExecutor(max_workers=max(1, len(names)), thread_name_prefix="images") as pool:
         futures = {name: pool.submit(KINDS[name].build, log) for name in names}
-        wait(futures.values())
     return {name: future.result() for name, future in futures.items()}
 
 

@@ -332,13 +332,15 @@ class Unicast3(UnicastBase):
         # an xmit_interval ago is not resent again (anyone can send an XMIT_REQ in the receiver's name, and the
         # resends go to the receiver: a flood of them would be a flood of resends)
         served = entry.xmit_served_s
-        repeats = {seqno for seqno in msg.seqnos if now_s - served.get(seqno, -1.0) < self.xmit_s}
+        held = entry.window.msgs
+        repeats: set[int] = set()
+        for seqno in msg.seqnos:
+            if now_s - served.get(seqno, -1.0) < self.xmit_s:
+                repeats.add(seqno)
+            elif seqno in held:
+                served[seqno] = now_s
         if repeats:
             entry.counters["xmit_repeats_ignored"] += len(repeats)
-        held = entry.window.msgs
-        for seqno in msg.seqnos:
-            if seqno in held and seqno not in repeats:
-                served[seqno] = now_s
         self._serve_xmit(src, entry, msg.seqnos, out, repeats)
         return out
 

@@ -91,7 +91,8 @@ def test_an_engine_that_answers_but_creates_no_network_cannot_run():
 
 def test_a_healthy_engine_removes_the_network_it_created():
     asked = []
-    engine = by_name(doctor.run_checks(recording(fake_probe(HEALTHY), asked), lambda: {"splitlab-node:abc": True}, Path("/")))["Docker engine"]
+    probe = recording(fake_probe(HEALTHY), asked)
+    engine = by_name(doctor.run_checks(probe, lambda: {"splitlab-node:abc": True}, Path("/")))["Docker engine"]
     assert engine.ok and engine.detail == "server 20.10.24; creates and removes a network"
     created = next(a[-1] for a in asked if a[:3] == ["docker", "network", "create"])
     assert ["docker", "network", "rm", created] in asked

@@ -74,8 +74,9 @@ def test_node_dependencies_are_the_node_extra_only():
 
 
 def _kinds(monkeypatch, builds: dict) -> None:
-    monkeypatch.setattr(kinds, "KINDS", {name: kinds.NodeKind(name, f"X_{name.upper()}_IMAGE", lambda: f"{name}:t",
-                                                              build) for name, build in builds.items()})
+    monkeypatch.setattr(kinds, "KINDS", {name: kinds.NodeKind(name, f"X_{name.upper()}_IMAGE",
+                                                              lambda tag=f"{name}:t": tag, build)
+                                         for name, build in builds.items()})
 
 
 def test_the_kinds_images_are_built_side_by_side(monkeypatch):
