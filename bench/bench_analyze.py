@@ -5,8 +5,9 @@ Cold: `python -m pipeline RUN_DIR` in a new process with no analysis service (JV
 report; the second such run, as the first on a machine records the JVM's class archive), against a new process
 that starts Spark and reads and counts the same files (the least any cold analysis pays). Warm: the same
 command while `pipeline.service` is up on its own socket, after it analysed the history twice (as a service in
-use would have), against the cold time. The issue's goals are <= 12 s cold and <= 3 s warm for 15k events;
-nothing is asserted.
+use would have), against the cold time. Both also as the time until the verdict is printed (the command's first
+line on stdout: `splitlab analyze` prints the checks' table before it writes the tables and draws the report),
+against the whole command. Issue 34's goals are <= 8 s cold and <= 2 s warm for 15k events; nothing is asserted.
 """
 from __future__ import annotations
 
@@ -27,14 +28,25 @@ WARM_UPS = 2
 
 
 def _timed(argv: list[str], socket_path: Path) -> float:
+    return _timed_verdict(argv, socket_path)[1]
+
+
+def _timed_verdict(argv: list[str], socket_path: Path) -> tuple[float, float]:
+    """(seconds until the command's first line on stdout, seconds until it exited)."""
     env = {**os.environ, SOCKET_ENV: str(socket_path)}
     env.pop("SPLITLAB_SPARK_MASTER", None)
     started = time.monotonic()
-    done = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    elapsed = time.monotonic() - started
-    if done.returncode not in (0, 1):  # 1: a check failed, which is a verdict
-        raise RuntimeError(f"{' '.join(argv)} exited {done.returncode}: {done.stderr[-2000:]}")
-    return elapsed
+    with tempfile.TemporaryFile() as err, subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=err) as proc:
+        assert proc.stdout is not None
+        proc.stdout.readline()
+        first_s = time.monotonic() - started
+        proc.stdout.read()
+        code = proc.wait()
+        elapsed = time.monotonic() - started
+        if code not in (0, 1):  # 1: a check failed, which is a verdict
+            err.seek(0)
+            raise RuntimeError(f"{' '.join(argv)} exited {code}: {err.read().decode(errors='replace')[-2000:]}")
+    return first_s, elapsed
 
 
 def run(quick: bool) -> list[dict]:
@@ -49,13 +61,13 @@ def run(quick: bool) -> list[dict]:
         nobody = work / "none.sock"
         read_s = _timed([sys.executable, "-c", _READ_COUNT, str(run_dir)], nobody)
         first_s = _timed(analyze, nobody)  # may record the JVM's class archive (pipeline.jvm_archive)
-        cold_s = _timed(analyze, nobody)
+        cold_verdict_s, cold_s = _timed_verdict(analyze, nobody)
         sock = work / "svc.sock"
         service.start("local[*]", path=sock)
         try:
             for _ in range(WARM_UPS):
                 _timed(analyze, sock)
-            warm_s = _timed(analyze, sock)
+            warm_verdict_s, warm_s = _timed_verdict(analyze, sock)
             analyze_plain = [sys.executable, "-m", "pipeline", str(plain_dir)]
             _timed(analyze_plain, sock)
             plain_s = _timed(analyze_plain, sock)
@@ -65,11 +77,18 @@ def run(quick: bool) -> list[dict]:
     return [
         {"name": f"analyze {label}, cold (new process, no service)", "value": cold_s, "unit": "s",
          "baseline": read_s, "ratio": read_s / cold_s, "better": "higher",
-         "note": f"baseline: a new process's Spark read+count of the same files; goal <= 12 s for 15k; the one "
-                 f"before took {first_s:.1f} s (the first on a machine records the JVM's class archive)"},
+         "note": f"baseline: a new process's Spark read+count of the same files; the one before took {first_s:.1f} s "
+                 f"(the first on a machine records the JVM's class archive); goal <= 8 s for 15k (issue 34)"},
+        {"name": f"analyze {label}, cold, until the verdict", "value": cold_verdict_s, "unit": "s",
+         "baseline": cold_s, "ratio": cold_verdict_s / cold_s, "better": "lower",
+         "note": "the verdict printed (stdout's first line), against the whole command"},
         {"name": f"analyze {label}, analysis service warm", "value": warm_s, "unit": "s",
          "baseline": cold_s, "ratio": cold_s / warm_s, "better": "higher",
-         "note": f"baseline: the cold analysis; after {WARM_UPS} analyses in the service; goal <= 3 s for 15k"},
+         "note": f"baseline: the cold analysis; after {WARM_UPS} analyses in the service; goal <= 2 s for 15k "
+                 f"(issue 34)"},
+        {"name": f"analyze {label}, warm, until the verdict", "value": warm_verdict_s, "unit": "s",
+         "baseline": warm_s, "ratio": warm_verdict_s / warm_s, "better": "lower",
+         "note": "the verdict printed (stdout's first line), against the whole command"},
         {"name": f"analyze {label}, warm, run lines", "value": warm_s, "unit": "s", "baseline": plain_s,
          "ratio": warm_s / plain_s, "better": "lower",
          "note": "the history as nodes write it (node.history's run lines); baseline: the same events one line "
