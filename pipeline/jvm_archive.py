@@ -1,4 +1,5 @@
-"""The JVM options of a short-lived analysis: C1 only, serial GC, and a class-data-sharing archive of Spark's classes.
+"""The JVM options of a short-lived analysis: C1 only, serial GC, and a class-data-sharing archive of Spark's classes
+(which every other driver JVM maps too).
 
 A cold `splitlab analyze` of a small history is mostly a JVM warming up: loading and verifying some 20,000
 classes of Spark's jars, and compiling hot code with C2 on the same two cores the analysis needs. Such a JVM
@@ -8,7 +9,8 @@ class-data-sharing archive (JDK 17's dynamic CDS: `-XX:SharedArchiveFile`) of th
 The archive is made by the first short-lived analysis on the machine: its JVM records the classes it loaded
 (`-XX:ArchiveClassesAtExit`) into a file of its own; when the analysing process exits, it lets its JVM exit,
 waits for it (up to `RECORD_TIMEOUT_S`) and moves the file into place, so no other JVM ever maps a half-written
-archive. The archive's name holds a digest of the Java runtime and of pyspark's jars (another Java or pyspark
+archive. Every other driver JVM (the warm service's, a large history's) maps the archive too once there is one,
+keeping C2 and the default collector (`mapped_options`). The archive's name holds a digest of the Java runtime and of pyspark's jars (another Java or pyspark
 gets an archive of its own) and its size (a JVM crashes on a truncated archive; one of another size is
 removed). The JVM's own log goes to stderr at error level only: it would otherwise print
 CDS warnings (classes it cannot archive, an archive it cannot use) on the analysis's stdout. Removing the
@@ -27,7 +29,9 @@ from pathlib import Path
 
 CACHE_ENV = "SPLITLAB_JVM_CACHE"
 RECORD_TIMEOUT_S = 60.0
-SHORT_LIVED_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xlog:disable", "-Xlog:all=error:stderr")
+# the JVM's own log to stderr at error level only (it would print CDS warnings on the analysis's stdout)
+QUIET_OPTIONS = ("-Xlog:disable", "-Xlog:all=error:stderr")
+SHORT_LIVED_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", *QUIET_OPTIONS)
 
 
 def cache_dir() -> Path:
@@ -66,6 +70,15 @@ def _archive(digest: str) -> Path | None:
         except OSError:
             continue
     return None
+
+
+def mapped_options() -> list[str]:
+    """The driver JVM options of any other JVM (the warm service's, a large history's): map this runtime's archive
+    when there is a whole one, else nothing; such a JVM never records one (it keeps C2 and the default collector,
+    which a dynamic archive does not depend on). The service starts 2 s sooner with it, and its first analysis of
+    15k events takes 1 s less (DESIGN.md)."""
+    archive = _archive(_runtime_digest())
+    return [] if archive is None else [*QUIET_OPTIONS, f"-XX:SharedArchiveFile={archive}"]
 
 
 def java_options() -> list[str]:

@@ -114,7 +114,8 @@ def analysis_session(spark: SparkSession, history_bytes: int) -> SparkSession:
 def spark_session(master: str | None = None, shuffle_partitions: int = SHUFFLE_PARTITIONS, *,
                   short_lived: bool = False) -> SparkSession:
     """Return the running session, or start one on `resolve_master(master)`; `short_lived`: a JVM started here
-    is tuned for seconds of work on a small history (`pipeline.jvm_archive`).
+    is tuned for seconds of work on a small history (`pipeline.jvm_archive`); any other maps the class archive when
+    there is one.
 
     Raises `UsageError` if a master was asked for explicitly and a session on another master already runs in
     this process, `EnvironmentProblem` if Spark cannot start (no Java, for instance).
@@ -128,7 +129,8 @@ def spark_session(master: str | None = None, shuffle_partitions: int = SHUFFLE_P
                              hint="analyze in a new process, or stop the running session first")
         return active
     resolved = resolve_master(master)
-    java_options = [f"-Dlog4j2.configurationFile={_log_config()}", *(jvm_archive.java_options() if short_lived else ())]
+    java_options = [f"-Dlog4j2.configurationFile={_log_config()}",
+                    *(jvm_archive.java_options() if short_lived else jvm_archive.mapped_options())]
     builder = (SparkSession.builder.appName(APP_NAME).master(resolved)
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")

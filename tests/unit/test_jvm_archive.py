@@ -16,34 +16,48 @@ import pytest
 from pipeline import jvm_archive
 
 ROOT = Path(__file__).resolve().parents[2]
+# prints the driver's JVM options, a job's result, and the files of the cache directory (argv[2]) its JVM maps
+# (spark-submit's process becomes the JVM: its /proc maps)
 _START = """
+import sys
+from pyspark import SparkContext
 from pipeline.session import spark_session
-spark = spark_session("local[1]", short_lived=True)
+spark = spark_session("local[1]", short_lived=sys.argv[1] == "short")
 print(spark.sparkContext.getConf().get("spark.driver.extraJavaOptions"))
 print(spark.range(5).selectExpr("sum(id)").collect()[0][0])
+maps = open(f"/proc/{SparkContext._gateway.proc.pid}/maps").read().split()
+print(sorted({word for word in maps if word.startswith(sys.argv[2])}))
 """
 
 
-def _start_short_lived(cache: Path) -> list[str]:
+def _start(cache: Path, short_lived: bool = True) -> list[str]:
     env = {**os.environ, jvm_archive.CACHE_ENV: str(cache), "PYTHONPATH": str(ROOT)}
     env.pop("SPLITLAB_SPARK_MASTER", None)
-    done = subprocess.run([sys.executable, "-c", _START], env=env, capture_output=True, text=True, timeout=180)
+    done = subprocess.run([sys.executable, "-c", _START, "short" if short_lived else "long", str(cache)], env=env,
+                          capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout.splitlines()
 
 
 def test_the_first_short_lived_jvm_records_the_archive_and_the_next_maps_it(tmp_path: Path) -> None:
-    first = _start_short_lived(tmp_path)
+    """... and a long-lived JVM (the warm service's) maps it too, keeping C2 and its collector; none records."""
+    assert "SharedArchiveFile" not in _start(tmp_path, short_lived=False)[0]  # no archive yet: nothing to map
+    assert not list(tmp_path.iterdir())
+    first = _start(tmp_path)
     assert "-XX:ArchiveClassesAtExit=" in first[0] and "-XX:TieredStopAtLevel=1" in first[0]
-    assert first[1] == "10"
+    assert first[1] == "10" and first[2] == "[]"
     archives = list(tmp_path.glob("spark-*.jsa"))
     assert len(archives) == 1, list(tmp_path.iterdir())
     assert archives[0].stat().st_size == int(archives[0].name.split(".")[1]) > 1 << 20
     assert not list(tmp_path.glob("*.recording"))
 
-    second = _start_short_lived(tmp_path)
+    second = _start(tmp_path)
     assert f"-XX:SharedArchiveFile={archives[0]}" in second[0]
-    assert second[1] == "10"
+    assert second[1] == "10" and second[2] == str([str(archives[0])]), "the JVM did not map the archive"
+    long_lived = _start(tmp_path, short_lived=False)
+    assert f"-XX:SharedArchiveFile={archives[0]}" in long_lived[0]
+    assert "TieredStopAtLevel" not in long_lived[0] and "ArchiveClassesAtExit" not in long_lived[0]
+    assert long_lived[1] == "10" and long_lived[2] == str([str(archives[0])]), "the JVM did not map the archive"
     assert list(tmp_path.glob("spark-*.jsa")) == archives
 
 
