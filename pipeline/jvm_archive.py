@@ -10,11 +10,11 @@ The archive is made by the first short-lived analysis on the machine: its JVM re
 (`-XX:ArchiveClassesAtExit`) into a file of its own; when the analysing process exits, it lets its JVM exit,
 waits for it (up to `RECORD_TIMEOUT_S`) and moves the file into place, so no other JVM ever maps a half-written
 archive. Every other driver JVM (the warm service's, a large history's) maps the archive too once there is one,
-keeping C2 and the default collector (`mapped_options`). The archive's name holds a digest of the Java runtime and of pyspark's jars (another Java or pyspark
-gets an archive of its own) and its size (a JVM crashes on a truncated archive; one of another size is
-removed). The JVM's own log goes to stderr at error level only: it would otherwise print
-CDS warnings (classes it cannot archive, an archive it cannot use) on the analysis's stdout. Removing the
-cache directory is always safe.
+keeping C2 and the default collector (`mapped_options`). The archive's name holds a digest of the Java runtime
+and of pyspark's jars (another Java or pyspark gets an archive of its own) and its size (a JVM crashes on a
+truncated archive; one of another size is removed). The JVM's own log goes to stderr at error level only: it
+would otherwise print CDS warnings (classes it cannot archive, an archive it cannot use) on the analysis's
+stdout. Removing the cache directory is always safe.
 """
 from __future__ import annotations
 
