@@ -25,6 +25,7 @@ from pipeline.service_client import SOCKET_ENV
 _READ_COUNT = ("import sys; from pipeline.session import spark_session; from bench.bench_pipeline import _read_count; "
                "from pathlib import Path; print(_read_count(spark_session('local[*]'), Path(sys.argv[1])))")
 WARM_UPS = 2
+TURNS = 2
 
 
 def _timed(argv: list[str], socket_path: Path) -> float:
@@ -68,9 +69,11 @@ def run(quick: bool) -> list[dict]:
             for _ in range(WARM_UPS):
                 _timed(analyze, sock)
             warm_verdict_s, warm_s = _timed_verdict(analyze, sock)
+            # run lines against plain lines, taken in turns so that neither is the warmer (the last turn's times)
             analyze_plain = [sys.executable, "-m", "pipeline", str(plain_dir)]
-            _timed(analyze_plain, sock)
-            plain_s = _timed(analyze_plain, sock)
+            for _ in range(TURNS):
+                plain_s = _timed(analyze_plain, sock)
+                runs_s = _timed(analyze, sock)
         finally:
             service.stop(sock)
     label = f"{events // 1000}k events"
@@ -89,10 +92,10 @@ def run(quick: bool) -> list[dict]:
         {"name": f"analyze {label}, warm, until the verdict", "value": warm_verdict_s, "unit": "s",
          "baseline": warm_s, "ratio": warm_verdict_s / warm_s, "better": "lower",
          "note": "the verdict printed (stdout's first line), against the whole command"},
-        {"name": f"analyze {label}, warm, run lines", "value": warm_s, "unit": "s", "baseline": plain_s,
-         "ratio": warm_s / plain_s, "better": "lower",
+        {"name": f"analyze {label}, warm, run lines", "value": runs_s, "unit": "s", "baseline": plain_s,
+         "ratio": runs_s / plain_s, "better": "lower",
          "note": "the history as nodes write it (node.history's run lines); baseline: the same events one line "
-                 "each, analysed warm in the same service"},
+                 f"each, analysed warm in the same service, the two in turns ({TURNS} each, the last compared)"},
     ]
 
 
