@@ -133,7 +133,8 @@ async def test_workloads_beside_single_sends_give_every_message_its_own_id_and_d
         spec = WorkloadSpec.parse("unicast", "unicast", {"to": "n2", "count": 300, "size": 50}, n1.members, "n1",
                                   1000)
         first, second = n1.start_workload(spec), n1.start_workload(spec)
-        n1.request("unicast", "send", {"to": "n2", "payload": make_payload(n1.msg_ids.prefix + str(n1.msg_ids.reserve(1)), 20)})
+        single_id = n1.msg_ids.prefix + str(n1.msg_ids.reserve(1))
+        n1.request("unicast", "send", {"to": "n2", "payload": make_payload(single_id, 20)})
         await until(lambda: n2.counters["delivered"] >= 601)
         assert first.done and second.done and first.error is None and second.error is None
         n1.history.flush()
