@@ -10,7 +10,11 @@ is one leaf (keeping the partitioning: one partition needs no shuffle): a warm a
 about a sixth less. A large history keeps Spark's columnar cache (compressed, and a scan reads only the columns
 it needs; a checkpoint stores whole rows).
 
-Either way the rows are computed by the first job that reads them, and `release()` frees them.
+Either way the rows are computed by the first job that reads them, and `release()` frees them. A checkpointed
+frame's source is held until then too: its plan owns the SQL metrics the filling job reports to, which the driver
+holds only through weak references; a source collected meanwhile made Spark log "Failed to update accumulator ...
+attempted to access non-existent accumulator" (now and then in the warm service, every analysis under a JVM
+collecting garbage every 20-50 ms).
 """
 from __future__ import annotations
 
@@ -24,11 +28,14 @@ class KeptFrames:
     def __init__(self, small: bool) -> None:
         self.small = small
         self._frames: list[DataFrame] = []
+        self._sources: list[DataFrame] = []  # what the checkpoints were made from (their plans own the metrics)
 
     def keep(self, df: DataFrame) -> DataFrame:
         """`df`, kept: its rows are computed once, by the first job that reads them."""
         kept = df.localCheckpoint(eager=False) if self.small else df.persist(StorageLevel.MEMORY_AND_DISK)
         self._frames.append(kept)
+        if self.small:
+            self._sources.append(df)
         return kept
 
     def release(self) -> None:
@@ -39,3 +46,4 @@ class KeptFrames:
             else:
                 df.unpersist()
         self._frames.clear()
+        self._sources.clear()

@@ -2,6 +2,11 @@
 history's are cached, the rows are the same either way, and nothing an analysis kept outlives it."""
 from __future__ import annotations
 
+import contextlib
+import gc
+import threading
+import weakref
+
 import pytest
 
 import pipeline_fixtures as pf
@@ -45,3 +50,81 @@ def test_an_analysis_keeps_nothing_once_it_is_done(tmp_path, spark):  # noqa: F8
 
     assert summary.checks["delivery"].status == "ok"
     assert _kept_rdds(spark) == before
+
+
+
+
+def test_a_checkpointed_frame_holds_its_source_until_release(spark):  # noqa: F811
+    """A local checkpoint's source plan holds the SQL metrics that the job filling it reports to, and the driver
+    holds those only through weak references: a source collected meanwhile made Spark log "attempted to access
+    non-existent accumulator" (the long test below). So a kept small frame holds its source until `release`. (A
+    cached frame is its source.)"""
+    kept = KeptFrames(True)
+    source = spark.range(100).selectExpr("id % 3 AS k").filter("k > 0")
+    held = weakref.ref(source)
+    frame = kept.keep(source)
+    del source
+    gc.collect()
+
+    assert frame.count() > 0
+    assert held() is not None
+    kept.release()
+    gc.collect()
+    assert held() is None
+
+
+NAME = "kept-frames-test"
+GC_INTERVAL_S = 0.02
+
+
+@contextlib.contextmanager
+def _scheduler_errors(spark):  # noqa: F811
+    """The ERROR lines the DAGScheduler logs meanwhile, in the yielded list (filled at exit): a log4j2 appender on
+    the logger it logs to, removed at exit."""
+    jvm = spark.sparkContext._jvm
+    log4j = jvm.org.apache.logging.log4j
+    context = log4j.LogManager.getContext(False)
+    config = context.getConfiguration()
+    writer = jvm.java.io.StringWriter()
+    layout = log4j.core.layout.PatternLayout.newBuilder().withPattern("%m%n").build()
+    appender = (log4j.core.appender.WriterAppender.newBuilder().setName(NAME).setTarget(writer)
+                .setLayout(layout).build())
+    appender.start()
+    logger = config.getLoggerConfig("org.apache.spark.scheduler.DAGScheduler")  # its own, or the root's
+    logger.addAppender(appender, log4j.Level.ERROR, None)
+    context.updateLoggers()
+    lines: list[str] = []
+    try:
+        yield lines
+    finally:
+        logger.removeAppender(NAME)
+        context.updateLoggers()
+        appender.stop()
+        lines += [line for line in writer.toString().splitlines() if line.strip()]
+
+
+@pytest.mark.long  # 95-300 s here (the JVM collecting garbage every 20 ms), and it catches the race most times, not
+# every time: in `make bench`; the test above holds what prevents it
+def test_no_job_reports_to_an_accumulator_the_driver_collected(tmp_path, spark):  # noqa: F811
+    """The symptom the test above prevents: with the JVM collecting garbage every 20 ms, an analysis logged
+    "Failed to update accumulator ... attempted to access non-existent accumulator" (seen in the analysis
+    service's log now and then); without a kept frame's source held, it did in every run of this test tried."""
+    run_dir = pf.with_lost_message().write(tmp_path / "run")
+    jvm = spark.sparkContext._jvm
+    done = threading.Event()
+
+    def collect_garbage() -> None:
+        while not done.wait(GC_INTERVAL_S):
+            jvm.System.gc()
+
+    with _scheduler_errors(spark) as errors:
+        pressure = threading.Thread(target=collect_garbage, daemon=True)
+        pressure.start()
+        try:
+            for _ in range(2):
+                summary = api.analyze(run_dir, spark=spark, report=False)
+        finally:
+            done.set()
+            pressure.join()
+    assert summary.checks["delivery"].status == "fail"  # the run was analysed whole
+    assert not [e for e in errors if "accumulator" in e], errors[:4]
