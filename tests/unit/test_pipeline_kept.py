@@ -1,5 +1,6 @@
 """Kept frames (`pipeline.kept`): a small history's frames are local checkpoints whose plans are one leaf, a large
-history's are cached, the rows are the same either way, and nothing an analysis kept outlives it."""
+history's are cached, the rows are the same either way, a checkpoint holds its source until it is released, and
+nothing an analysis kept outlives it."""
 from __future__ import annotations
 
 import contextlib
@@ -52,8 +53,6 @@ def test_an_analysis_keeps_nothing_once_it_is_done(tmp_path, spark):  # noqa: F8
     assert _kept_rdds(spark) == before
 
 
-
-
 def test_a_checkpointed_frame_holds_its_source_until_release(spark):  # noqa: F811
     """A local checkpoint's source plan holds the SQL metrics that the job filling it reports to, and the driver
     holds those only through weak references: a source collected meanwhile made Spark log "attempted to access
@@ -103,12 +102,13 @@ def _scheduler_errors(spark):  # noqa: F811
         lines += [line for line in writer.toString().splitlines() if line.strip()]
 
 
-@pytest.mark.long  # 95-300 s here (the JVM collecting garbage every 20 ms), and it catches the race most times, not
-# every time: in `make bench`; the test above holds what prevents it
+@pytest.mark.long  # 95-300 s here (the JVM collecting garbage every 20 ms): in `make bench`
 def test_no_job_reports_to_an_accumulator_the_driver_collected(tmp_path, spark):  # noqa: F811
     """The symptom the test above prevents: with the JVM collecting garbage every 20 ms, an analysis logged
     "Failed to update accumulator ... attempted to access non-existent accumulator" (seen in the analysis
-    service's log now and then); without a kept frame's source held, it did in every run of this test tried."""
+    service's log now and then). It takes a collection at the wrong moment: without a kept frame's source held,
+    collections every 20 ms caught it in every run of this test tried, every 50 ms in one of two; the test above
+    holds what prevents it."""
     run_dir = pf.with_lost_message().write(tmp_path / "run")
     jvm = spark.sparkContext._jvm
     done = threading.Event()
