@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from py4j.java_gateway import JavaClass
+from py4j.java_gateway import JavaClass, JavaMember
 from py4j.protocol import Py4JError
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
@@ -163,7 +163,7 @@ def _pin_gateway_classes(spark: SparkSession) -> None:
     Py4J resolves a short name on each use by trying the gateway's wildcard imports in order, and each miss
     is a class-path scan of every jar: `functions` is the sixth import, so each `F.*` call paid five failed
     class loads (about a thousand calls per analysis). An attribute set on the gateway's view is found before
-    Py4J's lookup runs.
+    Py4J's lookup runs. The pinned classes also keep their static methods (`StaticMethods`).
     """
     context = spark.sparkContext
     if context._jvm is None or context._gateway is None:
@@ -171,4 +171,19 @@ def _pin_gateway_classes(spark: SparkSession) -> None:
     for qualified in PINNED_CLASSES:
         name = qualified.rsplit(".", 1)[1]
         if name not in vars(context._jvm):
-            setattr(context._jvm, name, JavaClass(qualified, context._gateway._gateway_client))
+            setattr(context._jvm, name, StaticMethods(qualified, context._gateway._gateway_client))
+
+
+class StaticMethods(JavaClass):
+    """A JVM class whose static methods are looked up once. Py4J's `JavaClass` asks the JVM what a name is on
+    every attribute access, a round trip before every call: about 780 of an analysis's 4,000 Py4J commands were
+    `functions.col`, `functions.lit`, ... asked again (2026-11-28: 0.06-0.35 s of a warm analysis of 15k events,
+    checks one after the other or four at once). A method's `JavaMember` is stateless (its static target and the
+    gateway's client, which gives each thread its own connection), so one serves every later call; a field or a
+    nested class is still asked each time."""
+
+    def __getattr__(self, name: str) -> object:
+        member = super().__getattr__(name)
+        if isinstance(member, JavaMember):
+            self.__dict__[name] = member  # found before __getattr__ from now on
+        return member

@@ -1,9 +1,10 @@
-"""The analysis session's JVM-side settings that only show as time: generated classes kept, gateway names pinned,
-no stage fused into a method too large for the JIT."""
+"""The analysis session's JVM-side settings that only show as time: generated classes kept, gateway names pinned
+and their functions looked up once, no stage fused into a method too large for the JIT."""
 from __future__ import annotations
 
 import pytest
 from py4j.java_gateway import JVMView
+from py4j.protocol import REFL_GET_MEMBER_SUB_COMMAND_NAME, REFLECTION_COMMAND_NAME
 from pyspark.sql import functions as F
 
 from pipeline.session import CODEGEN_CACHE_ENTRIES, HUGE_METHOD_BYTES
@@ -24,6 +25,26 @@ def test_function_calls_do_not_ask_the_gateway_to_resolve_a_name(monkeypatch: py
     rows = spark.createDataFrame([(1, "x"), (2, "x"), (1, "z")], "a int, b string").filter(condition).collect()
     assert [tuple(r) for r in rows] == [(1, "x")]
     assert "functions" not in asked and "PythonUtils" not in asked, asked
+
+
+def test_a_function_is_looked_up_in_the_jvm_once_not_before_every_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    spark = shared_spark()
+    client = spark.sparkContext._gateway._gateway_client
+    sent: list[str] = []
+    send = client.send_command
+
+    def counting(command: str, *args, **kwargs):
+        sent.append(command)
+        return send(command, *args, **kwargs)
+
+    monkeypatch.setattr(client, "send_command", counting)
+    F.col("a"), F.lit(1), F.upper("b")  # looked up here if no earlier test did
+    sent.clear()
+    condition = (F.col("a") == F.lit(1)) & (F.upper("b") == "X")
+    lookups = [c for c in sent if c.startswith(REFLECTION_COMMAND_NAME + REFL_GET_MEMBER_SUB_COMMAND_NAME)]
+    assert lookups == [] and len(sent) >= 3, sent
+    rows = spark.createDataFrame([(1, "x"), (2, "x"), (1, "z")], "a int, b string").filter(condition).collect()
+    assert [tuple(r) for r in rows] == [(1, "x")]
 
 
 def test_the_jvm_keeps_more_generated_classes_than_an_analysis_compiles() -> None:
