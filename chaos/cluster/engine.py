@@ -116,10 +116,10 @@ def at_once(items: Sequence[T], action: Callable[[T], Any]) -> None:
 def remove_network(net: Any, settle_s: float = NETWORK_SETTLE_S, sleep: Callable[[float], None] = time.sleep) -> None:
     """Remove network `net` (a docker SDK `Network`) once its containers are gone. The engine may refuse while it
     still counts an endpoint of a removed container ("has active endpoints"): the removal is tried again for at
-    most `settle_s`. An engine that still refuses keeps a stale endpoint that no container holds (seen once on
-    20.10, in a `down` of five nodes after a bench of fifty: `docker network inspect` listed none, only a daemon
-    restart cleared it): EnvironmentProblem says so. A network already gone is fine; another refusal is raised as
-    the engine's error."""
+    most `settle_s`. An engine that still refuses keeps a stale endpoint that no container holds (Docker 20.10
+    loses count when many containers of a network stop at once: 1 in 3 downs of 100 nodes here, now and then with
+    5 or 20; `docker network inspect` lists none, only a daemon restart clears it; DESIGN.md): EnvironmentProblem
+    says so. A network already gone is fine; another refusal is raised as the engine's error."""
     deadline = time.monotonic() + settle_s
     while True:
         try:
