@@ -61,14 +61,18 @@ def _raw_fanout_rate(run: cluster.Cluster, seconds: float) -> float:
     return min(rates)
 
 
+def _counters(run: cluster.Cluster, node: str) -> dict[str, int]:
+    """The multicast layer's counters of `node`."""
+    return run.client(node).state()["layers"]["multicast"]["counters"]
+
+
 def _delivered(run: cluster.Cluster, node: str) -> int:
-    return run.client(node).state()["layers"]["multicast"]["counters"].get("delivered", 0)
+    return _counters(run, node).get("delivered", 0)
 
 
 def _xmit_counts(run: cluster.Cluster) -> int:
     """Every node's multicast counters that count retransmission traffic, summed."""
-    return sum(v for n in NODES for k, v in run.client(n).state()["layers"]["multicast"]["counters"].items()
-               if "xmit" in k)
+    return sum(v for n in NODES for k, v in _counters(run, n).items() if "xmit" in k)
 
 
 def _multicast_rate(run: cluster.Cluster, senders: tuple[str, ...], count: int) -> tuple[float, str]:

@@ -175,11 +175,11 @@ def _pin_gateway_classes(spark: SparkSession) -> None:
 
 
 class StaticMethods(JavaClass):
-    """A JVM class whose static methods are looked up once. Py4J's `JavaClass` asks the JVM what a name is on
-    every attribute access, a round trip before every call: 799 of the 4,443 Py4J commands of a warm analysis of
-    15k events were `functions.col`, `functions.lit`, ... asked again (2026-11-28; 36 of 3,168 now). A method's `JavaMember` is stateless (its static target and the
-    gateway's client, which gives each thread its own connection), so one serves every later call; a field or a
-    nested class is still asked each time."""
+    """A JVM class whose static methods are looked up once. Py4J's `JavaClass` asks the JVM what a name is on every
+    attribute access, a round trip before every call: 799 of the 4,443 Py4J commands of a warm analysis of 15k
+    events were `functions.col`, `functions.lit`, ... asked again (2026-11-28; 36 of 3,168 now). A method's
+    `JavaMember` is stateless (its static target and the gateway's client, which gives each thread its own
+    connection), so one serves every later call; a field or a nested class is still asked each time."""
 
     def __getattr__(self, name: str) -> object:
         member = super().__getattr__(name)
