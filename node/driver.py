@@ -131,11 +131,12 @@ class Driver:
     def sender(self, clock: Callable[[], float], layer: str, to: str) -> Callable[[bytes], None]:
         """`send` of one application message to `to` through `layer` at `clock()`, as one callable: a workload's
         loop calls it per message (the host's clock, e.g. `time.monotonic`; no interpreted frame in between)."""
-        stack_send = self.stack.send
-        apply = self.apply
+        stack = self.stack
 
+        # `self` and `stack`, not their bound methods: compiled, both calls are then direct native calls, not
+        # generic calls through method objects (measured: the sender's CPU per message, bench_unicast)
         def send(payload: bytes) -> None:
-            apply(stack_send(clock(), layer, to, payload))
+            self.apply(stack.send(clock(), layer, to, payload))
         return send
 
     def install_view(self, now_s: float, view_id: tuple[str, int], members: tuple[str, ...]) -> None:

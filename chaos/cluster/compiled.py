@@ -56,7 +56,7 @@ COMPILED_TESTS = ("test_wire_unicast.py", "test_multicast_wire.py", "test_auth_w
                   "test_multicast_property.py", "test_nakack4_bounds.py", "test_nakack4_delivery.py",
                   "test_nakack4_forged_state.py", "test_nakack4_kept_window.py", "test_nakack4_protocol.py",
                   "test_nakack4_send_atomic.py", "test_nakack4_sync_acks.py", "test_nakack4_xmit_persistent.py",
-                  "test_property_hostile_multicast.py", "test_tipc_bcast_sync.py")
+                  "test_property_hostile_multicast.py", "test_tipc_bcast_sync.py", "test_payload_ids.py")
 SITE_ENV = "SPLITLAB_COMPILED_SITE"  # set by the compiled test run: where the compiled site is
 BUILD_ENV = "SPLITLAB_NODE_BUILD"  # `compiled` or `pure` (the default): which build a test process must import
 IMAGE_SITE = "/opt/splitlab/site"  # the node image's pure site (images/node/Dockerfile)
