@@ -95,8 +95,7 @@ async def serve(config: JgConfig) -> int:
         except asyncio.TimeoutError:
             runtime.count("close_timed_out")
         await runner.cleanup()
-        history.emit("node_stop", reason=reason, counters=runtime.counter_values(), dropped={})
-        history.close()
+        history.end("node_stop", runtime.stop_fields(reason))  # nothing after a `/quiesce`: its history has ended
     return 1 if runtime.failure is not None else 0
 
 

@@ -52,6 +52,10 @@ class SharedHistory(HistoryWriter):
         with self._lock:
             super().close()
 
+    def end(self, type_: str, fields: dict[str, Any]) -> None:
+        with self._lock:  # no event of another thread between the last one and the close
+            super().end(type_, fields)
+
 
 class JgRuntime:
     """One JGroups member. `start()` starts the JVM and connects the channel (blocking: run it in a thread);
@@ -166,6 +170,15 @@ class JgRuntime:
         item = workload.start(self, spec)
         self.workloads.append(item)
         return item
+
+    def stop_fields(self, reason: str) -> dict[str, Any]:
+        """The fields of this node's `node_stop` event."""
+        return {"reason": reason, "counters": self.counter_values(), "dropped": {}}
+
+    def quiesce(self) -> None:
+        """Write `node_stop` (reason "quiesce") and end the history: the member goes on, unrecorded, until it
+        stops (its leave then changes the others' views unrecorded too)."""
+        self.history.end("node_stop", self.stop_fields("quiesce"))
 
     def state(self) -> dict[str, Any]:
         now = asyncio.get_running_loop().time()

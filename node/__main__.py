@@ -75,8 +75,7 @@ async def serve(config: NodeConfig) -> int:
         await runtime.stop()
         if runner is not None:
             await runner.cleanup()
-        history.emit("node_stop", reason=reason, counters=dict(runtime.counters), dropped=dict(runtime.dropped))
-        history.close()
+        history.end("node_stop", runtime.stop_fields(reason))  # nothing after a `/quiesce`: its history has ended
     return 1 if failure else 0
 
 

@@ -16,6 +16,9 @@ Routes (all need `Authorization: Bearer <token>`):
 - `POST /admin/close`, `/admin/remove`, `/admin/remove_receive`, `/admin/sync` `{"peer": "n1"}`: the unicast
   layer's admin operations (close both connections to the peer: CLOSING in unicast3; remove both at once; drop
   the receive window; the SYNC handshake of unicast3).
+- `POST /quiesce`: write `node_stop` (reason "quiesce") and end the history now; the node goes on, recording
+  nothing, until SIGTERM (which then writes nothing more). The controller quiesces a run's nodes at once before
+  it stops them one at a time (chaos.cluster.lifecycle), so that no node records the others' stops;
 - `GET /metrics`: the same state in the Prometheus text format (node/metrics.py), read at scrape time; a
   scraper sends the token as a bearer token (Prometheus: `authorization: {credentials_file: runs/<id>/token}`).
 
@@ -54,6 +57,10 @@ class ControlTarget(Protocol):
         layer (its workload posts answer 400)."""
 
     def start_workload(self, spec: WorkloadSpec) -> Workload: ...
+
+    def quiesce(self) -> None:
+        """Write `node_stop` (reason "quiesce") and end the history (`HistoryWriter.end`); the node goes on,
+        recording nothing, until SIGTERM stops it."""
 
     def request(self, layer: str, op: str, args: dict[str, Any]) -> None:
         """A layer's operation (the ping workload, the admin verbs); raises `UsageError` for one the node does
@@ -134,11 +141,16 @@ def make_app(runtime: ControlTarget, token: str) -> web.Application:
             return web.json_response({"done": True, "op": op, "peer": args.get("peer")})
         return handler
 
+    async def quiesce(request: web.Request) -> web.Response:
+        runtime.quiesce()
+        return web.json_response({"quiesced": True, "node": runtime.name})
+
     app = web.Application(middlewares=[guard])
     app.router.add_get("/health", health)
     app.router.add_get("/state", state)
     app.router.add_get("/metrics", metrics_text)
     app.router.add_post("/workload/ping", ping)
+    app.router.add_post("/quiesce", quiesce)
     for kind in ("unicast", "multicast"):
         app.router.add_post(f"/workload/{kind}", workload(kind))
     for op in ADMIN_OPS:

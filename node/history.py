@@ -125,6 +125,8 @@ class HistoryWriter:
         self._clock = clock
         self._run_fields = RUN_FIELDS if runs else {}
         self._seq = 0
+        self._ended = False  # `end`: closed for good, later events dropped
+        self.unrecorded = 0  # events dropped after `end`
         self._events = 0  # events pending
         self._pending: list[bytes | _Run] = []  # encoded lines and runs, in the order of their first event
         self._runs: dict[str, _Run] = {}  # event type -> its run still open (till the next flush)
@@ -165,6 +167,9 @@ class HistoryWriter:
                             self.flush()
                         return
         if self._file is None:
+            if self._ended:  # a node that ended its history goes on until it stops: what it does is not recorded
+                self.unrecorded += 1
+                return
             raise HistoryError(f"history {self.path} is closed; event {type_!r} was not recorded")
         vary = self._run_fields.get(type_)
         if vary is not None:
@@ -225,6 +230,18 @@ class HistoryWriter:
         self.flush(sync=True)
         self._file.close()
         self._file = None
+
+    def end(self, type_: str, fields: dict[str, Any]) -> None:
+        """Record the last event (`node_stop`) and close the history for good while its node goes on (the control
+        API's `POST /quiesce`, NODE_CONTRACT.md): every later event is dropped, counted in `unrecorded`, where
+        after `close` it raises."""
+        self.record(type_, fields)
+        self._ended = True
+        self.close()
+
+    @property
+    def ended(self) -> bool:
+        return self._ended
 
     @property
     def closed(self) -> bool:

@@ -294,6 +294,14 @@ class NodeRuntime:
         self.workloads.append(item)
         return item
 
+    def stop_fields(self, reason: str) -> dict[str, Any]:
+        """The fields of this node's `node_stop` event."""
+        return {"reason": reason, "counters": dict(self.counters), "dropped": dict(self.dropped)}
+
+    def quiesce(self) -> None:
+        """Write `node_stop` (reason "quiesce") and end the history: the node goes on, unrecorded, until it stops."""
+        self.history.end("node_stop", self.stop_fields("quiesce"))
+
     def state(self) -> dict[str, Any]:
         """The node's `/state`: who it is, its driver's state (view, layers, counters, dropped), its workloads."""
         now_s = self.now()

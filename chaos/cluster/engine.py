@@ -117,9 +117,10 @@ def remove_network(net: Any, settle_s: float = NETWORK_SETTLE_S, sleep: Callable
     """Remove network `net` (a docker SDK `Network`) once its containers are gone. The engine may refuse while it
     still counts an endpoint of a removed container ("has active endpoints"): the removal is tried again for at
     most `settle_s`. An engine that still refuses keeps a stale endpoint that no container holds (Docker 20.10
-    loses count when many containers of a network stop at once: 1 in 3 downs of 100 nodes here, now and then with
-    5 or 20; `docker network inspect` lists none, only a daemon restart clears it; DESIGN.md): EnvironmentProblem
-    says so. A network already gone is fine; another refusal is raised as the engine's error."""
+    loses count when many containers of a network exit at once: 1 in 3 downs of 100 nodes here when they did,
+    which is why a run's nodes now exit one at a time; `docker network inspect` lists none, only a daemon restart
+    clears it; DESIGN.md, "Stopping a run"): EnvironmentProblem says so. A network already gone is fine; another
+    refusal is raised as the engine's error."""
     deadline = time.monotonic() + settle_s
     while True:
         try:

@@ -21,12 +21,14 @@ import docker
 import docker.errors
 
 from chaos.cluster import authkey, compose, engine, images, kinds, neighbours, scaling
+from chaos.cluster.client import QUIESCE_TIMEOUT_S, NodeClient, quiesce_all
 from chaos.cluster.naming import LABEL_NODE, LABEL_RUN, check_run_id, container_name, new_run_id, node_names, project_name
 from chaos.host.netns import Netns, target
 from chaos.cluster.model import Cluster, NodeInfo
 from chaos.hosts import multi
 from chaos.hosts.inventory import Inventory
 from chaos.hosts.remote import RemoteHost
+from node.config import CONTROL_PORT
 from node.errors import EnvironmentProblem, SplitlabError, UsageError
 
 LABEL_DIR = "splitlab.dir"
@@ -301,15 +303,45 @@ def load(run_id: str) -> Cluster:
 
 
 def _remove(client: docker.DockerClient, run_id: str) -> None:
-    """Stop (SIGTERM first: a node closes its history) and remove every container of `run_id` at once, then its
-    networks (at once too), through the engine's API (`docker-compose down`, v1 here, is a Python program that
-    paid 0.35 s before doing anything, beside the analysis that a run's removal overlaps)."""
+    """Stop every container of `run_id` (`_stop_nodes`), remove them at once, then its networks (at once too),
+    through the engine's API (`docker-compose down`, v1 here, is a Python program that paid 0.35 s before doing
+    anything, beside the analysis that a run's removal overlaps)."""
     from chaos.net.partition import sweep_host
 
     sweep_host(run_id)  # a bridge chain no ledger holds any more (its run directory deleted): gone with the bridge
-    _each_container(run_containers(client, run_id), lambda ctr: (ctr.stop(timeout=compose.STOP_GRACE_S),
-                                                                 ctr.remove(force=True)))
+    ctrs = run_containers(client, run_id)
+    if ctrs:
+        _stop_nodes(client, ctrs, run_id)
+    _each_container(ctrs, lambda ctr: ctr.remove(force=True))
     engine.at_once(client.networks.list(filters={"label": f"{LABEL_RUN}={run_id}"}), engine.remove_network)
+
+
+def _stop_nodes(client: docker.DockerClient, ctrs: list[Any], run_id: str) -> None:
+    """Stop a run's containers (SIGTERM first: a node writes `node_stop` and closes its history) so that the
+    engine releases their network endpoints one container at a time, and no history records another node's exit:
+    every running node ends its history at once (`client.quiesce_all`); those that did not stop at once, first
+    (each history ends as its node stops, before any other node goes); then the others exit one at a time.
+    Docker 20.10 loses a network's count of endpoints when many of its containers exit at once (1 `down` of 100
+    nodes in 3; the network then cannot be removed until the daemon restarts); one at a time it did not
+    (DESIGN.md, "Stopping a run")."""
+    token = _token(_run_dir_of(ctrs))
+    infos = [i for i in _node_infos(client, run_id) if i.pid > 0 and i.control_ip] if token is not None else []
+    quiesced = quiesce_all([NodeClient(i.name, i.control_url, token, QUIESCE_TIMEOUT_S) for i in infos])
+    last = [ctr for ctr in ctrs if ctr.labels.get(LABEL_NODE) in quiesced]
+    _each_container([ctr for ctr in ctrs if ctr not in last], lambda ctr: ctr.stop(timeout=compose.STOP_GRACE_S))
+    for ctr in last:
+        try:
+            ctr.stop(timeout=compose.STOP_GRACE_S)
+        except docker.errors.NotFound:  # removed meanwhile (another teardown)
+            pass
+
+
+def _token(run_dir: Path) -> str | None:
+    """The run's control token (`<run dir>/token`), or None where it cannot be read (a run directory deleted)."""
+    try:
+        return (run_dir / "token").read_text().strip()
+    except OSError:
+        return None
 
 
 def _each_container(ctrs: list[Any], action: Callable[[Any], Any]) -> None:
@@ -349,8 +381,8 @@ def stop(run_id: str, log: Log = _quiet) -> None:
     if not ctrs:
         return
     _heal(_run_dir_of(ctrs), run_id, log)
-    # all at once through the engine's API (`docker-compose stop` took 0.8 s for what the engine does in 0.2 s)
-    _each_container(ctrs, lambda ctr: ctr.stop(timeout=compose.STOP_GRACE_S))
+    # through the engine's API (`docker-compose stop` took 0.8 s for what the engine does in 0.2 s)
+    _stop_nodes(client, ctrs, run_id)
     log(f"run {run_id}: stopped {len(ctrs)} container(s)")
 
 

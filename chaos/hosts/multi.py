@@ -18,6 +18,7 @@ from typing import Any, Callable, Mapping, Sequence
 import orjson
 
 from chaos.cluster import compose, neighbours
+from chaos.cluster.client import QUIESCE_TIMEOUT_S, NodeClient, quiesce_all
 from chaos.cluster.model import Cluster, NodeInfo
 from chaos.cluster.naming import LABEL_NODE, LABEL_RUN, container_name
 from chaos.host.ledger import Ledger
@@ -263,9 +264,26 @@ def _write_shifted(path: Path, text: str, offset_s: float) -> None:
 
 
 def _stop_and_collect(run_dir: Path, hosts: Mapping[str, RemoteHost], run_id: str) -> int:
-    """Stop the run's containers on every host (each node closes its history), then collect the histories."""
-    each(hosts, lambda h: h.run(["sh", "-c", f"ids=$(docker ps -q --filter label={LABEL_RUN}={run_id}); "
-                                 '[ -z "$ids" ] || docker stop -t 10 $ids >/dev/null'], timeout_s=120))
+    """Stop the run's containers on every host (each node closes its history), then collect the histories.
+    As on one machine (`chaos.cluster.lifecycle._stop_nodes` says why): every node ends its history at once
+    (`quiesce_all`); then on each host, the hosts in parallel, the run's containers that did not (and the
+    shapers) stop at once, and the others one at a time."""
+    infos = _node_infos(run_id, hosts, datanet.Plan.from_dict(read_state(run_dir)["plan"]))
+    token = (Path(run_dir) / "token").read_text().strip()
+    quiesced = quiesce_all([NodeClient(i.name, i.control_url, token, QUIESCE_TIMEOUT_S) for i in infos if i.pid > 0])
+    last = {host: [i.container for i in infos if i.host == host and i.name in quiesced] for host in hosts}
+
+    def stop(host: RemoteHost) -> None:
+        running = host.run(["docker", "ps", "--format", "{{.Names}}", "--filter", f"label={LABEL_RUN}={run_id}"],
+                           timeout_s=30).stdout.split()
+        first = [name for name in running if name not in last[host.name]]
+        if first:
+            host.run(["docker", "stop", "-t", "10", *first], timeout_s=120)
+        if last[host.name]:
+            names = " ".join(shlex.quote(name) for name in last[host.name])
+            host.run(["sh", "-c", f"for n in {names}; do docker stop -t 10 \"$n\" >/dev/null || exit 1; done"],
+                     timeout_s=30 + 15 * len(last[host.name]))
+    each(hosts, stop)
     return collect(run_dir, hosts)
 
 

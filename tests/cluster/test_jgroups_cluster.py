@@ -32,6 +32,8 @@ def test_every_node_kind_keeps_the_node_contract(kind):
     failed = [(i.section, i.name, i.detail) for i in items if i.failed]
     assert failed == []
     assert len(items) >= 20  # every item was reached
+    quiesce = next(i for i in items if i.name == conformance.QUIESCE_ITEM)  # optional, but both kinds offer it
+    assert quiesce.status == "keeps", quiesce.detail
 
 
 def test_an_image_that_is_no_node_lacks_the_contract_from_its_first_item():

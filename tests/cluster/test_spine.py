@@ -14,8 +14,10 @@ import pytest
 from cluster_wait import wait_for
 
 from chaos.cluster import compiled, images, lifecycle as cluster
+from chaos.cluster.naming import LABEL_NODE, LABEL_RUN
 
 from chaos.net.docker import DockerNet
+from node import history
 from node.errors import EnvironmentProblem, UsageError
 
 pytestmark = pytest.mark.splitlab_cluster
@@ -88,6 +90,32 @@ def test_one_way_cut_from_the_host_then_heal_then_down_leaves_nothing(splitlab_u
     for name in run.names:
         lines = (run.run_dir / "events" / f"{name}.jsonl").read_text().splitlines()
         assert '"type":"node_start"' in lines[0] and '"type":"node_stop"' in lines[-1]
+
+
+def test_a_runs_nodes_end_their_histories_at_once_then_exit_one_at_a_time(splitlab_up):
+    """`stop` quiesces every node, then stops them one at a time (lifecycle._stop_nodes: Docker 20.10 loses a
+    network's endpoint count when many of its containers exit at once): the engine's own events show each node's
+    SIGTERM after the previous node died, and every history ends at its quiesce, with nothing of the others'
+    exits (each node went on for the others' stops)."""
+    run = splitlab_up(4)
+    client = docker.from_env()
+    since = time.time() - 1
+    cluster.stop(run.run_id)
+    seen = client.events(since=since, until=time.time() + 1, decode=True,
+                         filters={"type": "container", "label": f"{LABEL_RUN}={run.run_id}"})
+    kills, dies = {}, {}
+    for event in seen:
+        if event["Action"] == "kill" and event["Actor"]["Attributes"].get("signal") == "15":
+            kills[event["Actor"]["Attributes"][LABEL_NODE]] = event["timeNano"]
+        elif event["Action"] == "die":
+            dies[event["Actor"]["Attributes"][LABEL_NODE]] = event["timeNano"]
+    order = sorted(kills, key=kills.get)
+    assert sorted(order) == sorted(dies) == sorted(run.names), (kills, dies)
+    assert all(dies[before] <= kills[after] for before, after in zip(order, order[1:])), (order, kills, dies)
+    for name in run.names:
+        events = history.read(run.run_dir / "events" / f"{name}.jsonl")
+        stops = [e for e in events if e["type"] == "node_stop"]
+        assert stops == [events[-1]] and stops[0]["reason"] == "quiesce", (name, events[-3:])
 
 
 def test_runs_side_by_side_and_down_removes_exactly_one(splitlab_up):

@@ -6,7 +6,7 @@ import json
 
 from chaos.cluster.model import Cluster, NodeInfo
 from chaos.contract import conformance
-from chaos.contract.conformance import MULTICASTS, UNICASTS, _Checker, _history
+from chaos.contract.conformance import MULTICASTS, QUIESCE_ITEM, UNICASTS, _Checker, _history
 
 
 def write(run_dir, node, events):
@@ -69,3 +69,17 @@ def test_a_gap_in_seq_or_another_writer_fails_the_writer_item(tmp_path):
     failed = [i.name for i in checker.items if i.failed]
     assert "events/n1.jsonl: one writer (run, node), seq 1, 2, 3, ..." in failed
     assert conformance.Item("history", "x", "optional", "").failed is False
+
+
+def quiesced(events, reason="quiesce"):
+    return [e if e[0] != "node_stop" else ("node_stop", {"reason": reason}) for e in events]
+
+
+def test_a_history_ended_by_quiesce_keeps_the_optional_item_and_one_that_was_not_does_not(tmp_path):
+    n1, n2 = quiesced(good("n1", "n2")), quiesced(good("n2", "n1"))
+    assert items(tmp_path, n1, n2)[QUIESCE_ITEM].status == "keeps"
+    for n2_broken in (quiesced(n2, "signal"),                                       # stopped without /quiesce
+                      n2 + [("peer_silent", {"peer": "n1"})],                        # recorded the stop after it
+                      n2 + [("node_stop", {"reason": "signal"})]):                   # a second node_stop
+        item = items(tmp_path, n1, n2_broken)[QUIESCE_ITEM]
+        assert item.status == "optional" and not item.failed and "n2: no" in item.detail and "n1: yes" in item.detail

@@ -137,6 +137,19 @@ def test_reserved_fields_and_closed_writer(tmp_path):
         writer.emit("late")
 
 
+def test_an_ended_history_drops_and_counts_what_comes_after_its_last_event(tmp_path):
+    writer = HistoryWriter(tmp_path / "h.jsonl", "r1", "n1")
+    writer.emit("app_deliver", msg_id="a", kind="unicast", **{"from": "n2"})
+    writer.end("node_stop", {"reason": "quiesce"})
+    assert writer.ended and writer.closed
+    writer.emit("app_deliver", msg_id="b", kind="unicast", **{"from": "n2"})
+    writer.end("node_stop", {"reason": "signal"})  # the node's own stop, later: not written either
+    writer.close()
+    assert writer.unrecorded == 2
+    assert [(e["type"], e.get("reason")) for e in read(tmp_path / "h.jsonl")] == [("app_deliver", None),
+                                                                                ("node_stop", "quiesce")]
+
+
 def test_unwritable_directory_is_a_clear_error(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
@@ -151,32 +164,54 @@ def _free_port(kind=socket.SOCK_DGRAM):
         return s.getsockname()[1]
 
 
-def test_node_process_flushes_everything_on_sigterm(tmp_path):
-    """Two real node processes on loopback; the ping workload fills n1's buffer; SIGTERM loses nothing."""
+def _start_pair(run_dir: Path, run_id: str) -> tuple[dict[str, subprocess.Popen], dict[str, str]]:
+    """Two real node processes n1, n2 on loopback, writing their histories under `run_dir`, once n1 hears n2:
+    the processes and each one's control URL."""
     ports = {"n1": _free_port(), "n2": _free_port()}
     control = {"n1": _free_port(socket.SOCK_STREAM), "n2": _free_port(socket.SOCK_STREAM)}
     procs = {}
     for name in ("n1", "n2"):
-        env = {**os.environ, "PYTHONPATH": str(REPO), "SPLITLAB_NODE": name, "SPLITLAB_RUN": "r-sigterm",
-               "SPLITLAB_MEMBERS": "n1,n2", "SPLITLAB_TOKEN": "tok", "SPLITLAB_RUN_DIR": str(tmp_path),
+        env = {**os.environ, "PYTHONPATH": str(REPO), "SPLITLAB_NODE": name, "SPLITLAB_RUN": run_id,
+               "SPLITLAB_MEMBERS": "n1,n2", "SPLITLAB_TOKEN": "tok", "SPLITLAB_RUN_DIR": str(run_dir),
                "SPLITLAB_ADDRESSES": ",".join(f"{n}=127.0.0.1:{p}" for n, p in ports.items()),
                "SPLITLAB_CONTROL_BIND": f"127.0.0.1:{control[name]}",
                "SPLITLAB_FLUSH_MS": "60000"}  # no periodic flush: only SIGTERM can write the tail
         procs[name] = subprocess.Popen([sys.executable, "-m", "node"], env=env, stdout=subprocess.PIPE,
                                        stderr=subprocess.STDOUT, text=True)
+    urls = {name: f"http://127.0.0.1:{port}" for name, port in control.items()}
+    deadline = time.monotonic() + 15
     try:
-        url = f"http://127.0.0.1:{control['n1']}"
-        headers = {"Authorization": "Bearer tok"}
-        deadline = time.monotonic() + 15
         while True:
             try:
-                state = requests.get(url + "/state", headers=headers, timeout=1).json()
+                state = requests.get(urls["n1"] + "/state", headers=HEADERS, timeout=1).json()
                 if state["layers"]["liveness"]["n2"]["heard"]:
-                    break
+                    return procs, urls
             except requests.RequestException:
                 pass
             assert time.monotonic() < deadline, "n1 never heard n2"
             time.sleep(0.1)
+    except BaseException:
+        _stop(procs)
+        raise
+
+
+def _stop(procs: dict[str, subprocess.Popen]) -> dict[str, str]:
+    """SIGTERM every process at once; their outputs."""
+    for proc in procs.values():
+        proc.send_signal(signal.SIGTERM)
+    return {name: proc.communicate(timeout=15)[0] for name, proc in procs.items()}
+
+
+HEADERS = {"Authorization": "Bearer tok"}
+
+
+def test_node_process_flushes_everything_on_sigterm(tmp_path):
+    """Two real node processes on loopback; the ping workload fills n1's buffer; SIGTERM loses nothing."""
+    procs, urls = _start_pair(tmp_path, "r-sigterm")
+    try:
+        url = urls["n1"]
+        headers = HEADERS
+        deadline = time.monotonic() + 15
         assert requests.get(url + "/state", timeout=1).status_code == 401
         assert requests.get(url + "/state", headers={"Authorization": "Bearer wrong"}, timeout=1).status_code == 401
         bad = requests.post(url + "/workload/ping", headers=headers, json={"to": "n9"}, timeout=1)
@@ -188,9 +223,7 @@ def test_node_process_flushes_everything_on_sigterm(tmp_path):
             assert time.monotonic() < deadline + 15, "pings not answered"
             time.sleep(0.1)
     finally:
-        for proc in procs.values():
-            proc.send_signal(signal.SIGTERM)
-        outputs = {name: proc.communicate(timeout=15)[0] for name, proc in procs.items()}
+        outputs = _stop(procs)
     assert procs["n1"].returncode == 0, outputs["n1"]
     text = (tmp_path / "events" / "n1.jsonl").read_text()
     assert text.endswith("\n")
@@ -200,3 +233,30 @@ def test_node_process_flushes_everything_on_sigterm(tmp_path):
     assert types[0] == "node_start" and types[-1] == "node_stop"
     assert types.count("ping_tx") == count and types.count("pong_rx") == count
     assert "peer_heard" in types
+
+
+def test_a_quiesced_node_records_nothing_of_a_peer_that_stops_after(tmp_path):
+    """`POST /quiesce` on both nodes, then n2 stops and n1 goes on for longer than it takes to find n2 silent,
+    then n1 stops: n1's history ends at its `node_stop` of the quiesce, with nothing of n2's stop (no
+    `peer_silent`), and its SIGTERM writes no second `node_stop`."""
+    procs, urls = _start_pair(tmp_path, "r-quiesce")
+    try:
+        for name in ("n1", "n2"):
+            answer = requests.post(urls[name] + "/quiesce", headers=HEADERS, timeout=5)
+            assert answer.status_code == 200 and answer.json() == {"quiesced": True, "node": name}
+        out_n2 = _stop({"n2": procs["n2"]})["n2"]
+        silence_s = 1.5  # node.config's default silence threshold
+        deadline = time.monotonic() + 15
+        while requests.get(urls["n1"] + "/state", headers=HEADERS, timeout=1).json()["layers"]["liveness"]["n2"]["heard"]:
+            assert time.monotonic() < deadline, "n1 still hears n2 15 s after n2 stopped"
+            time.sleep(0.1)
+        time.sleep(silence_s / 3)
+    finally:
+        outputs = _stop(procs)
+    assert procs["n1"].returncode == 0 and procs["n2"].returncode == 0, (outputs, out_n2)
+    for name in ("n1", "n2"):
+        events = read(tmp_path / "events" / f"{name}.jsonl")
+        assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+        stops = [e for e in events if e["type"] == "node_stop"]
+        assert stops == [events[-1]] and stops[0]["reason"] == "quiesce", (name, events[-3:])
+    assert not [e for e in read(tmp_path / "events" / "n1.jsonl") if e["type"] == "peer_silent"]
