@@ -325,8 +325,9 @@ def _stop_nodes(client: docker.DockerClient, ctrs: list[Any], run_id: str) -> No
     nodes in 3; the network then cannot be removed until the daemon restarts); one at a time it did not
     (DESIGN.md, "Stopping a run")."""
     token = _token(_run_dir_of(ctrs))
-    infos = [i for i in _node_infos(client, run_id) if i.pid > 0 and i.control_ip] if token is not None else []
-    quiesced = quiesce_all([NodeClient(i.name, i.control_url, token, QUIESCE_TIMEOUT_S) for i in infos])
+    clients = [] if token is None else [NodeClient(i.name, i.control_url, token, QUIESCE_TIMEOUT_S)
+                                        for i in _node_infos(client, run_id) if i.pid > 0 and i.control_ip]
+    quiesced = quiesce_all(clients)
     last = [ctr for ctr in ctrs if ctr.labels.get(LABEL_NODE) in quiesced]
     _each_container([ctr for ctr in ctrs if ctr not in last], lambda ctr: ctr.stop(timeout=compose.STOP_GRACE_S))
     for ctr in last:

@@ -6,7 +6,8 @@ hear each other), the control API (the token guard, `/health`, `/state` with vie
 two workload posts, a 400 for a bad request; the admin verbs are optional: a 400 refusal keeps the contract), and
 the history (every line valid by the pipeline's own rules, one writer per file with `seq` from 1, `node_start`
 and `node_stop`, `peer_heard`, `view`, an `app_send` for every message a workload sent and an `app_deliver` at
-its receiver; optional: `POST /quiesce`, which the run's stop sends first, ended each history at its `node_stop`). The protocol events a node writes beyond the minimum are listed, with the checks they feed.
+its receiver; optional: `POST /quiesce`, which the run's stop sends first, ended each history at its
+`node_stop`). The protocol events a node writes beyond the minimum are listed, with the checks they feed.
 Whatever happens, the run is removed at the end.
 """
 from __future__ import annotations
@@ -211,14 +212,15 @@ def _history(c: _Checker, multicast: bool) -> None:
         c.add("history", f"app_send for every multicast ({MULTICASTS}), app_deliver of each at {b}",
               len(mc) == MULTICASTS and all(m in got for m in mc), f"{len(mc)} sent, {sum(m in got for m in mc)} "
                                                                    f"delivered")
+
     def quiesced(evs: list[dict]) -> str:
         stops = [e for e in evs if e["type"] == "node_stop"]
         last = max(evs, key=lambda e: e["seq"]) if evs else None
         return ("yes" if len(stops) == 1 and stops[0] is last and stops[0].get("reason") == "quiesce"
                 else f"no ({len(stops)} node_stop, reason {stops[-1].get('reason') if stops else None})")
     answers = {n: quiesced(evs) for n, evs in events.items()}
-    c.add("history", QUIESCE_ITEM, all(a == "yes" for a in answers.values()), "; ".join(f"{n}: {a}" for n, a in answers.items()),
-          optional=True)
+    c.add("history", QUIESCE_ITEM, all(a == "yes" for a in answers.values()),
+          "; ".join(f"{n}: {a}" for n, a in answers.items()), optional=True)
     beyond = sorted(set().union(*types.values()) - CONTRACT_EVENTS)
     c.add("history", "protocol events beyond the minimum (optional: the checks they feed answer 'unknown' without)",
           bool(beyond), ", ".join(f"{t} ({FEEDS[t]})" if t in FEEDS else t for t in beyond) or "none",
