@@ -148,6 +148,8 @@ class Nakack4(BatchingProtocol):
         return []
 
     def on_received(self, now_s: float, src: str, msg: Any) -> list[Effect]:
+        if type(msg) is Nakack4Msg:  # most messages: a direct call (compiled: not the table's bound method)
+            return self._on_msg(now_s, src, msg)
         return self._handlers[type(msg)](now_s, src, msg)
 
     def on_request(self, now_s: float, op: str, args: dict[str, Any]) -> list[Effect]:
