@@ -1,14 +1,11 @@
 """Client of a node's control API (HTTP+JSON over the control network, with the run's token)."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
 
 import requests
 
-from chaos.cluster.engine import at_once
-from node.errors import EnvironmentProblem, SplitlabError, UsageError
-
-QUIESCE_TIMEOUT_S = 5.0  # a node's answer to `POST /quiesce`
+from node.errors import EnvironmentProblem, UsageError
 
 
 class NodeClient:
@@ -83,20 +80,3 @@ class NodeClient:
     def admin(self, op: str, peer: str, **extra: Any) -> dict[str, Any]:
         """A unicast admin operation: close, remove_receive or sync, toward `peer`."""
         return self._call("POST", f"/admin/{op}", {"peer": peer, **extra})
-
-
-def quiesce_all(clients: Sequence[NodeClient]) -> set[str]:
-    """End the histories of the nodes of `clients` at once (`NodeClient.quiesce`) before they stop one at a time,
-    so that no history records another node's stop. Returns the names of the nodes that did; one that did not
-    answer in its client's time, or whose kind has no `/quiesce` (the route is optional in the node contract),
-    is left out: the caller stops those first, all at once, before the others."""
-    done: set[str] = set()
-
-    def one(client: NodeClient) -> None:
-        try:
-            client.quiesce()
-        except SplitlabError:
-            return
-        done.add(client.name)
-    at_once(clients, one)
-    return done

@@ -21,14 +21,12 @@ import docker
 import docker.errors
 
 from chaos.cluster import authkey, compose, engine, images, kinds, neighbours, scaling
-from chaos.cluster.client import QUIESCE_TIMEOUT_S, NodeClient, quiesce_all
 from chaos.cluster.naming import LABEL_NODE, LABEL_RUN, check_run_id, container_name, new_run_id, node_names, project_name
 from chaos.host.netns import Netns, target
 from chaos.cluster.model import Cluster, NodeInfo
 from chaos.hosts import multi
 from chaos.hosts.inventory import Inventory
 from chaos.hosts.remote import RemoteHost
-from node.config import CONTROL_PORT
 from node.errors import EnvironmentProblem, SplitlabError, UsageError
 
 LABEL_DIR = "splitlab.dir"
@@ -319,15 +317,14 @@ def _remove(client: docker.DockerClient, run_id: str) -> None:
 def _stop_nodes(client: docker.DockerClient, ctrs: list[Any], run_id: str) -> None:
     """Stop a run's containers (SIGTERM first: a node writes `node_stop` and closes its history) so that the
     engine releases their network endpoints one container at a time, and no history records another node's exit:
-    every running node ends its history at once (`client.quiesce_all`); those that did not stop at once, first
+    every running node ends its history at once (`Cluster.quiesce`); those that did not stop at once, first
     (each history ends as its node stops, before any other node goes); then the others exit one at a time.
     Docker 20.10 loses a network's count of endpoints when many of its containers exit at once (1 `down` of 100
     nodes in 3; the network then cannot be removed until the daemon restarts); one at a time it did not
     (DESIGN.md, "Stopping a run")."""
-    token = _token(_run_dir_of(ctrs))
-    clients = [] if token is None else [NodeClient(i.name, i.control_url, token, QUIESCE_TIMEOUT_S)
-                                        for i in _node_infos(client, run_id) if i.pid > 0 and i.control_ip]
-    quiesced = quiesce_all(clients)
+    run_dir = _run_dir_of(ctrs)
+    token = _token(run_dir)
+    quiesced = set() if token is None else Cluster(run_id, run_dir, token, _node_infos(client, run_id)).quiesce()
     last = [ctr for ctr in ctrs if ctr.labels.get(LABEL_NODE) in quiesced]
     _each_container([ctr for ctr in ctrs if ctr not in last], lambda ctr: ctr.stop(timeout=compose.STOP_GRACE_S))
     for ctr in last:

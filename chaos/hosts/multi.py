@@ -18,7 +18,6 @@ from typing import Any, Callable, Mapping, Sequence
 import orjson
 
 from chaos.cluster import compose, neighbours
-from chaos.cluster.client import QUIESCE_TIMEOUT_S, NodeClient, quiesce_all
 from chaos.cluster.model import Cluster, NodeInfo
 from chaos.cluster.naming import LABEL_NODE, LABEL_RUN, container_name
 from chaos.host.ledger import Ledger
@@ -266,11 +265,11 @@ def _write_shifted(path: Path, text: str, offset_s: float) -> None:
 def _stop_and_collect(run_dir: Path, hosts: Mapping[str, RemoteHost], run_id: str) -> int:
     """Stop the run's containers on every host (each node closes its history), then collect the histories.
     As on one machine (`chaos.cluster.lifecycle._stop_nodes` says why): every node ends its history at once
-    (`quiesce_all`); then on each host, the hosts in parallel, the run's containers that did not (and the
+    (`Cluster.quiesce`); then on each host, the hosts in parallel, the run's containers that did not (and the
     shapers) stop at once, and the others one at a time."""
     infos = _node_infos(run_id, hosts, datanet.Plan.from_dict(read_state(run_dir)["plan"]))
     token = (Path(run_dir) / "token").read_text().strip()
-    quiesced = quiesce_all([NodeClient(i.name, i.control_url, token, QUIESCE_TIMEOUT_S) for i in infos if i.pid > 0])
+    quiesced = Cluster(run_id, Path(run_dir), token, infos).quiesce()
     last = {host: [i.container for i in infos if i.host == host and i.name in quiesced] for host in hosts}
 
     def stop(host: RemoteHost) -> None:
