@@ -1,8 +1,17 @@
 """Heartbeats between all members and who hears whom (sans-IO).
 
-Every `heartbeat_ms` the layer sends a `Heartbeat` to every other member. A peer is *heard* from its first
-heartbeat on; it becomes *silent* when nothing came from it for `silence_ms` (then heard again on the next one).
-The membership layer of the multicast issue builds failure detection on top of this record.
+Every `heartbeat_ms` the layer sends a `Heartbeat` to every other member it has heard; a member never heard (not
+started yet, or cut off since this member started) gets only every `unheard_stride`-th beat, the first among them,
+so that the longest gap between two of them stays within `unheard_gap_ms` (by default half of `silence_ms`; the
+node passes half of the shorter of that and the membership's suspicion timeout: a member that can reach only
+this one still hears it at least twice before it could suspect it). A member that starts hears the running ones
+at once all the same: its own first beat goes to everyone, and who hears it answers at the full rate from then
+on. Why: a cluster of 100 starts over a minute, and until then every member heartbeated every address at the full
+rate: datagrams to members not up yet, each a neighbour resolution on every bridge and VXLAN host of the run
+(`splitlab up -n 100` across the 3-host bed: 4.5 s sooner on average, DESIGN.md). A peer is *heard* from its
+first heartbeat on; it becomes *silent* when nothing came from it for `silence_ms` (then heard again on the next
+one, and it keeps the full rate: silence is not the same as never heard). The membership layer builds failure
+detection on top of this record.
 
 A heartbeat from outside the member list is reported (`stranger_heard`) and counted, never tracked; one that
 claims to come from this member is forged (ours never come back) and only counted. `counters` has both.
@@ -29,9 +38,12 @@ class Liveness(Protocol):
 
     MESSAGES: ClassVar[tuple[type, ...]] = (Heartbeat,)
 
-    def __init__(self, local: str, members: list[str], heartbeat_ms: int = 250, silence_ms: int = 1500) -> None:
+    def __init__(self, local: str, members: list[str], heartbeat_ms: int = 250, silence_ms: int = 1500,
+                 unheard_gap_ms: int | None = None) -> None:
         if heartbeat_ms <= 0 or silence_ms <= heartbeat_ms:
             raise ValueError(f"need 0 < heartbeat_ms ({heartbeat_ms}) < silence_ms ({silence_ms})")
+        gap_ms = silence_ms // 2 if unheard_gap_ms is None else unheard_gap_ms
+        self.unheard_stride = max(1, gap_ms // heartbeat_ms)  # beats between two heartbeats to a member never heard
         self.local = local
         self.peers = {m: PeerLiveness() for m in members if m != local}
         self.heartbeat_s = heartbeat_ms / 1000
@@ -44,7 +56,10 @@ class Liveness(Protocol):
 
     def _beat(self, now_s: float) -> list[Effect]:
         self._counter += 1
-        out: list[Effect] = [Send(peer, Heartbeat(self._counter)) for peer in self.peers]
+        beat = Heartbeat(self._counter)
+        everyone = (self._counter - 1) % self.unheard_stride == 0
+        out: list[Effect] = [Send(peer, beat) for peer, rec in self.peers.items()
+                             if everyone or rec.last_heard_s is not None]
         for peer, rec in self.peers.items():
             if rec.heard and rec.last_heard_s is not None and now_s - rec.last_heard_s >= self.silence_s:
                 rec.heard = False
