@@ -26,9 +26,19 @@ FAULT_COLOURS = {"partition": "#d62728", "kill": "#7f7f7f", "pause": "#8c564b", 
                  "restart": "#393b79"}
 
 
-def _png(fig: Figure) -> str:
+# the margins of the fixed-size plots, as fractions of the figure (room for the tick labels and the axis labels):
+# drawn with these, not fitted (`bbox_inches="tight"` draws a figure twice, 0.2 of the report's 0.6 s of plots)
+MARGINS = {"left": 0.1, "right": 0.985, "bottom": 0.14, "top": 0.92}
+
+
+def _png(fig: Figure, fitted: bool = False) -> str:
+    """The figure as base64 PNG text; `fitted`: cropped to what was drawn (a figure whose labels vary in size)."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight")
+    if fitted:
+        fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight")
+    else:
+        fig.subplots_adjust(**MARGINS)
+        fig.savefig(buf, format="png", dpi=DPI)
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
@@ -125,7 +135,7 @@ def delivery_heatmap(data: PlotData) -> str:
     ax.set_ylabel("sender")
     ax.set_title("Delivered / expected")
     fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
-    return _png(fig)
+    return _png(fig, fitted=True)  # its size and its labels follow the nodes' names
 
 
 def all_plots(data: PlotData) -> dict[str, str]:

@@ -72,3 +72,26 @@ def test_a_latency_plot_without_percentiles_draws_quietly(percentiles):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # matplotlib's "No artists with labels found to put in legend" included
         assert plots.latency_distribution(data)
+
+
+@pytest.mark.parametrize("draw", ["delivery_rate", "retransmissions", "latency_distribution"])
+def test_a_fixed_size_plot_keeps_its_labels_inside_the_figure(draw, monkeypatch):
+    """The rate and latency plots are drawn with fixed margins (`plots.MARGINS`), not fitted: with six-digit tick
+    labels and a full legend nothing the figure draws may fall outside it."""
+    plots = pytest.importorskip("pipeline.plots", reason="the report's plots need matplotlib")
+    figures = []
+    png = plots._png
+    monkeypatch.setattr(plots, "_png", lambda fig, fitted=False: (figures.append(fig), png(fig, fitted))[1])
+    series = {f"n{i}": [(t * 10.0, 999_999.0 * (t % 2)) for t in range(50)] for i in range(1, 9)}
+    data = PlotData(t0_ts=T0, bucket_s=10.0, nodes=sorted(series), deliveries=series, xmit_requests=series,
+                    resent=series, faults=periods_of(EVENTS, END), heals_ts=[T0 + 20],
+                    latency_histogram=[(float(ms), 999_999.0) for ms in range(0, 200_000, 20_000)],
+                    latency_percentiles={"p50_ms": 1.0, "p95_ms": 3.0, "p99_ms": 5.0})
+    assert getattr(plots, draw)(data)
+    (fig,) = figures
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    drawn = fig.get_tightbbox(FigureCanvasAgg(fig).get_renderer())
+    inside = fig.bbox_inches
+    assert (drawn.x0 >= inside.x0 and drawn.y0 >= inside.y0 and drawn.x1 <= inside.x1 and drawn.y1 <= inside.y1), \
+        (draw, drawn, inside)
