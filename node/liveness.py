@@ -2,13 +2,13 @@
 
 Every `heartbeat_ms` the layer sends a `Heartbeat` to every other member it has heard; a member never heard (not
 started yet, or cut off since this member started) gets only every `unheard_stride`-th beat, the first among them,
-so that the longest gap between two of them stays within `unheard_gap_ms` (by default half of `silence_ms`; the
-node passes half of the shorter of that and the membership's suspicion timeout: a member that can reach only
-this one still hears it at least twice before it could suspect it). A member that starts hears the running ones
-at once all the same: its own first beat goes to everyone, and who hears it answers at the full rate from then
-on. Why: a cluster of 100 starts over a minute, and until then every member heartbeated every address at the full
-rate: datagrams to members not up yet, each a neighbour resolution on every bridge and VXLAN host of the run
-(`splitlab up -n 100` across the 3-host bed: 4.5 s sooner on average, DESIGN.md). A peer is *heard* from its
+so that the longest gap between two of them stays within `unheard_gap_ms` (by default half of `silence_ms`; the node
+passes half of the shorter of that and the membership's suspicion timeout: a member this one reaches but never
+hears, a one-way cut, still hears it at least twice before it could suspect it). A member that starts hears the
+running ones at once all the same: its own first beat goes to everyone, and who hears it answers at the full rate
+from then on. Why: a cluster of 100 starts over a minute, and until then every member heartbeated every address at
+the full rate: datagrams to members not up yet, each a neighbour resolution on every bridge and VXLAN host of the
+run (`splitlab up -n 100` across the 3-host bed: 4.5 s sooner on average, DESIGN.md). A peer is *heard* from its
 first heartbeat on; it becomes *silent* when nothing came from it for `silence_ms` (then heard again on the next
 one, and it keeps the full rate: silence is not the same as never heard). The membership layer builds failure
 detection on top of this record.

@@ -90,7 +90,7 @@ def test_the_gap_to_a_member_never_heard_stays_within_the_bound():
 
 
 def test_the_node_bounds_the_gap_by_the_shorter_of_silence_and_suspicion():
-    """A member that only this one can reach (a one-way cut since this one started) must not be suspected between
+    """A member this one reaches but never hears (a one-way cut since this one started) must not be suspected between
     two heartbeats: the node passes half the shorter of the liveness silence and the membership's timeout."""
     base = {"SPLITLAB_NODE": "n1", "SPLITLAB_RUN": "r1", "SPLITLAB_MEMBERS": "n1,n2,n3", "SPLITLAB_TOKEN": "t",
             "SPLITLAB_HEARTBEAT_MS": "100", "SPLITLAB_SILENCE_MS": "1200"}
