@@ -120,10 +120,9 @@ def build_stack(config: NodeConfig) -> Stack:
     """The node's protocol layers for `config`: liveness and ping, then each slot's chosen layer (none: left
     out); the membership layer installs views on top of the liveness record."""
     members = list(config.members)
-    quiet_ms = min(config.silence_ms, config.membership_config.suspect_timeout_ms)  # a peer's silence, seen by both
     layers: dict[str, Protocol] = {
         "liveness": Liveness(config.name, members, config.heartbeat_ms, config.silence_ms,
-                             unheard_gap_ms=quiet_ms // 2),
+                             quiet_ms=min(config.silence_ms, config.membership_config.suspect_timeout_ms)),
         "ping": PingWorkload(config.name, members),
     }
     for slot in SLOTS.values():

@@ -2,8 +2,8 @@
 
 Every `heartbeat_ms` the layer sends a `Heartbeat` to every other member it has heard; a member never heard (not
 started yet, or cut off since this member started) gets only every `unheard_stride`-th beat, the first among them,
-so that the longest gap between two of them stays within `unheard_gap_ms` (by default half of `silence_ms`; the node
-passes half of the shorter of that and the membership's suspicion timeout: a member this one reaches but never
+so that the longest gap between two of them stays within half of `quiet_ms` (by default `silence_ms`; the node passes
+the shorter of that and the membership's suspicion timeout: a member this one reaches but never
 hears, a one-way cut, still hears it at least twice before it could suspect it). A member that starts hears the
 running ones at once all the same: its own first beat goes to everyone, and who hears it answers at the full rate
 from then on. Why: a cluster of 100 starts over a minute, and until then every member heartbeated every address at
@@ -39,10 +39,10 @@ class Liveness(Protocol):
     MESSAGES: ClassVar[tuple[type, ...]] = (Heartbeat,)
 
     def __init__(self, local: str, members: list[str], heartbeat_ms: int = 250, silence_ms: int = 1500,
-                 unheard_gap_ms: int | None = None) -> None:
+                 quiet_ms: int | None = None) -> None:
         if heartbeat_ms <= 0 or silence_ms <= heartbeat_ms:
             raise ValueError(f"need 0 < heartbeat_ms ({heartbeat_ms}) < silence_ms ({silence_ms})")
-        gap_ms = silence_ms // 2 if unheard_gap_ms is None else unheard_gap_ms
+        gap_ms = (silence_ms if quiet_ms is None else quiet_ms) // 2
         self.unheard_stride = max(1, gap_ms // heartbeat_ms)  # beats between two heartbeats to a member never heard
         self.local = local
         self.peers = {m: PeerLiveness() for m in members if m != local}

@@ -80,13 +80,13 @@ def test_a_silent_member_keeps_the_full_rate():
 
 
 def test_the_gap_to_a_member_never_heard_stays_within_the_bound():
-    for heartbeat_ms, silence_ms, gap_ms in ((250, 1500, None), (990, 3960, None), (100, 300, None),
-                                             (250, 1500, 400), (250, 1500, 100), (50, 10_000, None)):
-        layer = Liveness("n1", ["n1", "n2"], heartbeat_ms=heartbeat_ms, silence_ms=silence_ms, unheard_gap_ms=gap_ms)
-        bound_ms = silence_ms // 2 if gap_ms is None else gap_ms
+    for heartbeat_ms, silence_ms, quiet_ms in ((250, 1500, None), (990, 3960, None), (100, 300, None),
+                                               (250, 1500, 800), (250, 1500, 200), (50, 10_000, None)):
+        layer = Liveness("n1", ["n1", "n2"], heartbeat_ms=heartbeat_ms, silence_ms=silence_ms, quiet_ms=quiet_ms)
+        bound_ms = (silence_ms if quiet_ms is None else quiet_ms) // 2
         got = _beats_to(layer, "n2", 240, heartbeat_s=heartbeat_ms / 1000)
         gaps_ms = {(b - a) * heartbeat_ms for a, b in zip(got, got[1:])}
-        assert got[0] == 1 and max(gaps_ms) <= max(bound_ms, heartbeat_ms), (heartbeat_ms, silence_ms, gap_ms, got)
+        assert got[0] == 1 and max(gaps_ms) <= max(bound_ms, heartbeat_ms), (heartbeat_ms, silence_ms, quiet_ms, got)
 
 
 def test_the_node_bounds_the_gap_by_the_shorter_of_silence_and_suspicion():
