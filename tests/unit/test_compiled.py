@@ -13,6 +13,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from test_property_harness import EXAMPLES_FRACTION_ENV
 
 from chaos.cluster import compiled
 
@@ -84,17 +85,25 @@ def test_every_compiled_module_is_checked_by_mypy():
     assert all((HERE / name).is_file() for name in compiled.COMPILED_TESTS)
 
 
+# the share of the hostile property tests' examples the compiled run draws: a quarter in `make test` (the pure
+# sources' run beside it draws them all; a full compiled run took 240 s of the suite's 2,800), all in `make bench`
+COMPILED_EXAMPLES = [pytest.param(0.25, id="quarter_of_the_examples"),
+                     pytest.param(1.0, id="every_example", marks=pytest.mark.long)]
+
+
 @pytest.mark.slow
-def test_the_node_tests_pass_on_the_compiled_build():
+@pytest.mark.parametrize("examples_fraction", COMPILED_EXAMPLES)
+def test_the_node_tests_pass_on_the_compiled_build(examples_fraction: float):
     """The node's own unit tests (`COMPILED_TESTS`) again, in a process whose `node` is the compiled site, with the
-    build check that proves it."""
+    build check that proves it; the hostile property tests draw `examples_fraction` of their examples."""
     if compiled.expected_build() == "compiled":
         pytest.fail("this test starts the compiled run: it must not run inside one (run only the files it names)")
     site = compiled.build(lambda line: None)
     assert len(compiled.compiled_modules(site)) == len(compiled.COMPILED)
     # the site before the repository (whose `node` is the pure one) on pytest's path and on the interpreter's (-P:
     # not the working directory first), and on PYTHONPATH for the processes the tests start
-    env = {**os.environ, "PYTHONPATH": str(site), compiled.BUILD_ENV: "compiled", compiled.SITE_ENV: str(site)}
+    env = {**os.environ, "PYTHONPATH": str(site), compiled.BUILD_ENV: "compiled", compiled.SITE_ENV: str(site),
+           EXAMPLES_FRACTION_ENV: str(examples_fraction)}
     argv = [sys.executable, "-P", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not long",
             "-o", f"pythonpath={site} .", *BUILD_CHECKS, *(f"tests/unit/{name}" for name in compiled.COMPILED_TESTS)]
     done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)

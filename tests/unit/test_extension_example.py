@@ -8,13 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from pipeline_fixtures import spark  # noqa: F401  (shared fixture)
+from pipeline_fixtures import only_checks, spark  # noqa: F401  (shared fixture)
 
 from chaos.harness import runner
 from chaos.harness.load import load_scenario
 from chaos.harness.progress import Progress
-from pipeline import api
-from pipeline.checks import CHECKS
 
 SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "examples" / "noretx_loss.yaml"
 SEED = 1
@@ -24,7 +22,7 @@ SEED = 1
 def test_noretx_loss_holds_for_unicast3_and_fails_for_noretx(tmp_path: Path, spark, monkeypatch,  # noqa: F811
                                                               variant: str, held: bool) -> None:
     # the expectations name `delivery` (and the harness's `workloads`): run that check alone, to keep it light
-    monkeypatch.setattr(api, "CHECKS", tuple(c for c in CHECKS if c.name == "delivery"))
+    only_checks(monkeypatch, "delivery")
     result = runner.run(load_scenario(SCENARIO, variant=variant), backend="sim", seed=SEED, out=tmp_path,
                         spark=spark, progress=Progress(quiet=True), report=False, analyze=True)
     how = f"reproduce with: splitlab sim {SCENARIO} --seed {SEED} --variant {variant}"

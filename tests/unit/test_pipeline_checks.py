@@ -80,7 +80,9 @@ def test_lost_message_is_named(analyzed):  # noqa: F811
 
 @pytest.mark.parametrize("action, fate", [("below_window", "discarded (below_window)"),
                                           ("wrong_conn", "discarded (wrong_conn)"), ("buffer", "buffered")])
-def test_a_missing_message_says_what_became_of_it_at_the_receiver(tmp_path, spark, action, fate):  # noqa: F811
+def test_a_missing_message_says_what_became_of_it_at_the_receiver(tmp_path, spark, monkeypatch, action,  # noqa: F811
+                                                                  fate):
+    pf.only_checks(monkeypatch, "delivery")
     scenario = pf.with_missing_at_the_receiver(action)
     summary = api.analyze(scenario.write(tmp_path / "run"), spark=spark, report=False)
     delivery = summary.checks["delivery"]
@@ -111,9 +113,10 @@ def test_parameters_move_the_limits(tmp_path, spark):  # noqa: F811
     assert summary.checks["endless_retransmission"].params["min_requests"] == 26
 
 
-def test_a_scenarios_own_heal_of_its_partition_counts_as_the_heal(tmp_path, spark):  # noqa: F811
+def test_a_scenarios_own_heal_of_its_partition_counts_as_the_heal(tmp_path, spark, monkeypatch):  # noqa: F811
     """No `heal` event (the scenario healed its partition itself; the runner's final heal found nothing left):
     the partition's fault_end is the heal, and an injected packet (an instant) does not hold it open."""
+    pf.only_checks(monkeypatch, "heal_recovery", "views")
     scenario = pf.clean_scenario()
     scenario.events = [e for e in scenario.events if e.type != "heal"]
     scenario.add("controller", 2.0, "fault_start", fault_id="i1", kind="inject", detail={"from": "n1", "to": "n2"},
@@ -125,9 +128,11 @@ def test_a_scenarios_own_heal_of_its_partition_counts_as_the_heal(tmp_path, spar
     assert summary.checks["views"].details["converge_s"] == pytest.approx(0.45, abs=1e-3)
 
 
-def test_a_multicast_sent_before_its_sender_installs_the_merged_view_is_not_expected(tmp_path, spark):  # noqa: F811
+def test_a_multicast_sent_before_its_sender_installs_the_merged_view_is_not_expected(tmp_path, spark,  # noqa: F811
+                                                                                     monkeypatch):
     """n1 installs the merged view at 3.48, n3 only at 3.5: what n3 multicasts at 3.49 (still in its own view)
     is not for n1, although n1's view then already holds n3."""
+    pf.only_checks(monkeypatch, "delivery")
     scenario = pf.clean_scenario()
     (merged_at_n1,) = scenario.find("view", node="n1", view_id=["n1", 3])
     merged_at_n1.t_s = 3.48
@@ -137,8 +142,9 @@ def test_a_multicast_sent_before_its_sender_installs_the_merged_view_is_not_expe
     assert boundary not in {m["msg_id"] for m in summary.checks["delivery"].details["missing_msgs"]}
 
 
-def test_without_view_events_a_multicast_is_for_every_other_node(tmp_path, spark):  # noqa: F811
+def test_without_view_events_a_multicast_is_for_every_other_node(tmp_path, spark, monkeypatch):  # noqa: F811
     """No view in the history: every other node that wrote events should deliver a multicast."""
+    pf.only_checks(monkeypatch, "delivery", "views")
     scenario = pf.clean_scenario()
     scenario.events = [e for e in scenario.events if e.type == "node_start"]
     scenario.multicast("n1", 1.0, {"n2": 1.01}, seqno=1)
@@ -149,7 +155,8 @@ def test_without_view_events_a_multicast_is_for_every_other_node(tmp_path, spark
     assert summary.checks["views"].status == "unknown"
 
 
-def test_the_sync_traffic_limit_bounds_resync_messages_and_bytes(tmp_path, spark):  # noqa: F811
+def test_the_sync_traffic_limit_bounds_resync_messages_and_bytes(tmp_path, spark, monkeypatch):  # noqa: F811
+    pf.only_checks(monkeypatch, "retransmission")
     run_dir = pf.clean_scenario().write(tmp_path / "r1")
     tight = api.analyze(run_dir, spark=spark, report=False, params={"retransmission": {"max_sync_messages": 2}})
     assert tight.checks["retransmission"].status == "fail"

@@ -28,6 +28,7 @@ import dataclasses
 import gc
 import json
 import math
+import os
 import resource
 import signal
 import struct
@@ -37,7 +38,7 @@ from typing import Any, Callable, Hashable, Iterable, Iterator
 
 import orjson
 import pytest
-from hypothesis import HealthCheck, Phase, given, note, settings
+from hypothesis import HealthCheck, Phase, find, given, note, settings
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
@@ -64,7 +65,30 @@ PAYLOAD_PREFIX = "P"             # payload ids of forged messages: P|src|tag|seq
 HOSTILE_SETTINGS = dict(deadline=None, derandomize=False, print_blob=True,
                         phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink),
                         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+# The share of each test's examples a run draws (`hostile_examples`): all of them, but in the compiled build's run of
+# these tests within `make test` (tests/unit/test_compiled.py), which draws a quarter of them while the pure sources'
+# run in the same suite draws them all; `make bench` runs the compiled build with all of them too
+EXAMPLES_FRACTION_ENV = "SPLITLAB_EXAMPLES_FRACTION"
 
+
+def hostile_examples(count: int) -> int:
+    """`count` examples scaled by `EXAMPLES_FRACTION_ENV` (a number in (0, 1], default 1), at least one."""
+    raw = os.environ.get(EXAMPLES_FRACTION_ENV, "1")
+    try:
+        fraction = float(raw)
+    except ValueError:
+        fraction = math.nan
+    if not 0 < fraction <= 1:
+        raise UsageError(f"{EXAMPLES_FRACTION_ENV}={raw!r} is not a share of the examples",
+                         hint="a number above 0 and at most 1")
+    return max(1, round(count * fraction))
+
+
+
+def any_value(strategy: st.SearchStrategy[Any]) -> Any:
+    """A value `strategy` builds: the first one drawn, not shrunk (`hypothesis.find` alone shrinks what it finds to
+    the simplest: 4 s for the eight types of one unicast variant, against 0.07 s)."""
+    return find(strategy, lambda _: True, settings=settings(phases=(Phase.generate,), database=None))
 
 # --- what a violation looks like --------------------------------------------------------------------------------
 class PropertyViolation(AssertionError):
@@ -706,6 +730,17 @@ def test_the_driver_turns_each_defect_into_its_failure(mode: str, error: type[Ba
     with pytest.raises(error):
         driver.receive("b", Heartbeat(1))
     assert time.process_time() - started < 10 * EVENT_CPU_BUDGET_S
+
+
+def test_the_share_of_examples_scales_each_count_and_refuses_what_is_not_a_share(monkeypatch) -> None:
+    monkeypatch.delenv(EXAMPLES_FRACTION_ENV, raising=False)
+    assert hostile_examples(150) == 150
+    monkeypatch.setenv(EXAMPLES_FRACTION_ENV, "0.25")
+    assert (hostile_examples(150), hostile_examples(120), hostile_examples(1)) == (38, 30, 1)
+    for wrong in ("0", "1.5", "-1", "nan", "a quarter", ""):
+        monkeypatch.setenv(EXAMPLES_FRACTION_ENV, wrong)
+        with pytest.raises(UsageError, match=EXAMPLES_FRACTION_ENV):
+            hostile_examples(150)
 
 
 def test_the_driver_counts_state_kept_for_strangers() -> None:

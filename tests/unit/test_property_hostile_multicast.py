@@ -17,15 +17,15 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_property_harness import (HOSTILE_SETTINGS, LAYER_LOCAL, LAYER_MEMBERS, LAYER_NAMES, STRANGERS, Driver,
-                                   Edges, LayerTarget, UnboundedMemory, draw_message, message_strategy, payload_for,
-                                   run_steps, shared_step)
+from test_property_harness import (HOSTILE_SETTINGS, LAYER_LOCAL, LAYER_MEMBERS, LAYER_NAMES, STRANGERS, Driver, Edges,
+                                   LayerTarget, UnboundedMemory, any_value, draw_message, hostile_examples,
+                                   message_strategy, payload_for, run_steps, shared_step)
 
 from node.errors import UsageError, WindowFull
 from node.multicast import Nakack4, Nakack4Config
 
 LOCAL, MEMBERS, NAMES = LAYER_LOCAL, LAYER_MEMBERS, LAYER_NAMES
-EXAMPLES = 150
+EXAMPLES = hostile_examples(150)
 STEPS = 30
 CONFIG = Nakack4Config(capacity=8, ack_threshold=0, xmit_interval_ms=100, max_xmit_req_size=4,
                        retain_departed_ms=1_000, sync_interval_ms=400)
@@ -142,7 +142,6 @@ def test_nakack4_delivers_exactly_once_in_order_per_window_whatever_arrives(data
 
 def test_the_strategies_build_every_message_the_layer_claims() -> None:
     """Every type in MESSAGES can be drawn (a new message type needs a field rule in the harness)."""
-    from hypothesis import find
     driver = multicast_driver("tipc", False, False)
     for cls in driver.target.layer.MESSAGES:
-        assert type(find(message_strategy(cls, edges_for(driver, "n2")), lambda m: True)) is cls
+        assert type(any_value(message_strategy(cls, edges_for(driver, "n2")))) is cls

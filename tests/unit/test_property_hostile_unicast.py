@@ -17,9 +17,9 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_property_harness import (HOSTILE_SETTINGS, LAYER_LOCAL, LAYER_MEMBERS, LAYER_NAMES, STRANGERS, Driver,
-                                   Edges, LayerTarget, UnboundedMemory, draw_message, message_strategy, payload_for,
-                                   run_steps, shared_step)
+from test_property_harness import (HOSTILE_SETTINGS, LAYER_LOCAL, LAYER_MEMBERS, LAYER_NAMES, STRANGERS, Driver, Edges,
+                                   LayerTarget, UnboundedMemory, any_value, draw_message, hostile_examples,
+                                   message_strategy, payload_for, run_steps, shared_step)
 
 from node.errors import UsageError, WindowFull
 from node.unicast import VARIANTS, UnicastConfig, make_unicast
@@ -29,7 +29,7 @@ LOCAL, MEMBERS, NAMES = LAYER_LOCAL, LAYER_MEMBERS, LAYER_NAMES
 # The receive window capacity the bound is checked against if UnicastConfig has no `window_capacity` (DESIGN.md:
 # "memory per peer is bounded").
 DEFAULT_RECEIVE_CAPACITY = 16_384
-EXAMPLES = 150
+EXAMPLES = hostile_examples(150)
 STEPS = 30
 SMALL = dict(xmit_interval_ms=100, ack_threshold=4, conn_close_timeout_ms=1_000, sync_min_interval_ms=400,
              sync_timeout_ms=2_000, max_retransmit_time_ms=2_500, max_xmit_req_seqnos=16)
@@ -161,9 +161,8 @@ def test_unicast1_survives_hostile_messages_within_bounds(data: st.DataObject) -
 
 def test_every_variant_claims_the_messages_the_strategies_cover() -> None:
     """The strategies build every type each variant claims (a new message type needs a field rule)."""
-    from hypothesis import find
     for variant in VARIANTS:
         layer = make_unicast(variant, LOCAL, CONFIG, MEMBERS)
         for cls in layer.MESSAGES:
-            msg = find(message_strategy(cls, edges_for(layer, "n2", False)), lambda m: True)
+            msg = any_value(message_strategy(cls, edges_for(layer, "n2", False)))
             assert type(msg) is cls
