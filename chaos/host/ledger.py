@@ -282,7 +282,7 @@ def undo_entry(entry: Entry, runner: Runner = run) -> str:
     for step in entry.undo:
         argv, text = (step["argv"], step.get("input")) if isinstance(step, dict) else (step, None)
         try:
-            runner(argv, input_text=text, timeout_s=30, hint=f"undoing '{entry.what}' from the ledger")
+            _undo_step(argv, text, entry.what, runner)
         except CommandFailed:
             # Undo first, look second: the common case costs one command. A failed undo is fine only when
             # the thing is not there (healed before, or never applied because the controller died first).
@@ -290,6 +290,20 @@ def undo_entry(entry: Entry, runner: Runner = run) -> str:
                 return "absent"
             raise
     return "undone"
+
+
+def _undo_step(argv: list[str], text: str | None, what: str, runner: Runner) -> None:
+    """Run one undo command; once more if it ended without saying how (killed by a signal: a negative return code
+    from a local process, -1 from an SSH channel that closed without an exit status). Every undo can be repeated:
+    one that finds its thing gone fails, and `undo_entry` then looks whether it is there. (Seen once: `docker
+    stop` of a shaper container on a bed host came back -1, the container still there, and the heal failed.)"""
+    hint = f"undoing '{what}' from the ledger"
+    try:
+        runner(argv, input_text=text, timeout_s=30, hint=hint)
+    except CommandFailed as exc:
+        if exc.returncode >= 0:
+            raise
+        runner(argv, input_text=text, timeout_s=30, hint=hint)
 
 
 def _present(check: dict[str, Any], runner: Runner) -> bool:
