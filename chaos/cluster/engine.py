@@ -1,5 +1,6 @@
 """Start a run's compose document (`chaos.cluster.compose.render`) through the engine's API: its networks, then
-every container at once (created, joined to its second network, started).
+every container at once (created, joined to its second network, started). A multi-host run starts each host's
+nodes the same way (`start_containers`, through the host's engine over SSH: chaos.hosts.multi).
 
 The document stays the one description of a cluster: it is written into the run directory, and what is created
 here carries the labels Docker Compose gives its own (project, service, network), so `docker-compose -p <project>
@@ -32,15 +33,25 @@ NETWORK_RETRY_S = 0.2
 MAX_THREADS = 32  # engine requests in flight at once (the engine serialises much of a container's start anyway)
 
 
+@dataclass(frozen=True)
+class Endpoint:
+    """A container's place on one network: the engine's network name, its aliases there, pinned addresses."""
+
+    network: str
+    aliases: list[str]
+    ipv4_address: str | None = None
+    ipv6_address: str | None = None
+
+
 @dataclass
 class ContainerSpec:
-    """One service of the document as API arguments: `create` for `create_container` (without the networking
-    config), `networks` in the document's order as (network key, aliases, IPv6 address or None)."""
+    """One container as API arguments: `create` for `create_container` (without the networking config), `host`
+    for `create_host_config`, `networks` in the order it joins them (the first at creation)."""
 
     name: str
     create: dict[str, Any]
     host: dict[str, Any]
-    networks: list[tuple[str, list[str], str | None]] = field(default_factory=list)
+    networks: list[Endpoint] = field(default_factory=list)
 
 
 def network_name(project: str, key: str) -> str:
@@ -76,7 +87,8 @@ def container_spec(project: str, service: str, svc: dict[str, Any]) -> Container
     for key, endpoint in svc["networks"].items():
         _unknown(f"service {service}, network {key}", set(endpoint), _ENDPOINT_KEYS)
         # Compose also names the container by its service on every network it joins
-        spec.networks.append((key, [service, *endpoint.get("aliases", [])], endpoint.get("ipv6_address")))
+        spec.networks.append(Endpoint(network_name(project, key), [service, *endpoint.get("aliases", [])],
+                                      ipv6_address=endpoint.get("ipv6_address")))
     return spec
 
 
@@ -92,17 +104,23 @@ def _create_network(client: docker.DockerClient, project: str, key: str, net: di
                                   enable_ipv6=bool(net.get("enable_ipv6", False)), ipam=ipam, check_duplicate=True)
 
 
-def _start_container(client: docker.DockerClient, project: str, spec: ContainerSpec) -> None:
+def _start_container(client: docker.DockerClient, spec: ContainerSpec) -> None:
     api = client.api
-    (first, aliases, ip6), *others = spec.networks
-    endpoint = api.create_endpoint_config(aliases=aliases, ipv6_address=ip6)
+    first, *others = spec.networks
+    endpoint = api.create_endpoint_config(aliases=first.aliases, ipv4_address=first.ipv4_address,
+                                          ipv6_address=first.ipv6_address)
     created = api.create_container(**spec.create, host_config=api.create_host_config(**spec.host),
-                                   networking_config=api.create_networking_config(
-                                       {network_name(project, first): endpoint}))
-    for key, more_aliases, more_ip6 in others:
-        api.connect_container_to_network(created["Id"], network_name(project, key), aliases=more_aliases,
-                                         ipv6_address=more_ip6)
+                                   networking_config=api.create_networking_config({first.network: endpoint}))
+    for more in others:
+        api.connect_container_to_network(created["Id"], more.network, aliases=more.aliases,
+                                         ipv4_address=more.ipv4_address, ipv6_address=more.ipv6_address)
     api.start(created["Id"])
+
+
+def start_containers(client: docker.DockerClient, specs: Sequence[ContainerSpec]) -> None:
+    """Create, connect and start every container of `specs` at once (their networks exist). Raises what the
+    engine raises for the first that failed, after every other one finished."""
+    at_once(specs, lambda spec: _start_container(client, spec))
 
 
 def at_once(items: Sequence[T], action: Callable[[T], Any]) -> None:
@@ -146,4 +164,4 @@ def start(client: docker.DockerClient, project: str, document: dict[str, Any]) -
     what was made (everything carries the run's label)."""
     specs = [container_spec(project, name, svc) for name, svc in document["services"].items()]
     at_once(list(document.get("networks", {}).items()), lambda net: _create_network(client, project, *net))
-    at_once(specs, lambda spec: _start_container(client, project, spec))
+    start_containers(client, specs)

@@ -22,9 +22,11 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import IO, Callable, Iterator, Mapping, Sequence, TypeVar
 
+import docker
 import fabric
 import paramiko
 
+from chaos.hosts import hostengine
 from chaos.hosts.inventory import HostSpec
 from node.errors import CommandFailed, EnvironmentProblem, SplitlabError
 
@@ -141,6 +143,24 @@ class RemoteHost:
         """Run a POSIX shell `script` on the host as root (`sh -s`, fed on stdin). Raises as `run`; a failure
         names `what`."""
         return self.run_line(self.command_line(["sh", "-s"]), input_text=script, timeout_s=timeout_s, argv=[what])
+
+    def engine(self, timeout_s: float = 60) -> docker.DockerClient:
+        """A docker SDK client of the host's engine whose requests travel over this host's SSH connection
+        (`chaos.hosts.hostengine`); the caller closes it. Raises as `run` when the engine does not answer."""
+        version = self.run(["docker", "version", "--format", "{{.Server.APIVersion}}"], timeout_s=timeout_s,
+                           hint="the host needs a running Docker engine ('splitlab doctor --inventory')").stdout
+        return hostengine.client(lambda: self._command_channel(self.command_line(hostengine.DIAL_STDIO)),
+                                 version.strip(), timeout_s=timeout_s)
+
+    def _command_channel(self, line: str) -> paramiko.Channel:
+        """A new session channel running the shell `line` (stdin and stdout are the channel's)."""
+        try:
+            chan = self._transport().open_session(timeout=self.connect_timeout_s)
+            chan.exec_command(line)
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            self.close()
+            raise EnvironmentProblem(f"host {self.name}: SSH channel failed: {exc or type(exc).__name__}") from None
+        return chan
 
     def reach(self) -> None:
         """Connect and run `true` (not as root). Raises `EnvironmentProblem` when the host cannot be reached."""

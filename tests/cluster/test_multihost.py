@@ -20,9 +20,10 @@ from pathlib import Path
 import pytest
 from cluster_wait import wait_for
 
-from chaos.cluster import lifecycle
+from chaos.cluster import engine, images, lifecycle
+from chaos.cluster.naming import LABEL_RUN
 from chaos.faults.grudge import Jam
-from chaos.hosts import bed, multi
+from chaos.hosts import bed, hostengine, multi, ship
 from chaos.hosts.doctor import check_inventory
 from chaos.hosts.inventory import Inventory, parse
 from chaos.hosts.remote import RemoteHost, closing
@@ -81,6 +82,31 @@ def test_doctor_checks_every_host_over_ssh_and_names_an_unreachable_one(bed_inve
                   bed_inventory.path)
     (only,) = check_inventory(wrong)["gone"]
     assert only.name == "SSH" and not only.ok and "cannot connect" in only.detail
+
+
+def test_a_hosts_engine_starts_containers_over_ssh_and_its_refusal_names_the_image(bed_inventory) -> None:
+    """`multi._start_nodes` through the host's engine API (relays over one SSH connection): more containers than
+    relays (sshd refuses sessions past its MaxSessions, 10), one of them of an image the host lacks."""
+    spec = bed_inventory.hosts[0]
+    run_id = "enginetest"
+    with closing({spec.name: RemoteHost(spec)}) as hosts:
+        host = hosts[spec.name]
+        ship.ship([images.node_image()], hosts)
+
+        def container(name: str, image: str) -> engine.ContainerSpec:
+            return engine.ContainerSpec(name, {"image": image, "name": f"splitlab-{run_id}-{name}",
+                                               "labels": {LABEL_RUN: run_id}, "entrypoint": ["sleep", "60"]},
+                                        {}, [engine.Endpoint("bridge", [])])
+
+        started = [container(f"c{i}", images.node_image()) for i in range(hostengine.MAX_RELAYS + 4)]
+        try:
+            with pytest.raises(EnvironmentProblem, match="splitlab-missing"):
+                multi._start_nodes(host, [*started, container("bad", "splitlab-missing:none")], 3, run_id)
+            running = host.run(["docker", "ps", "-q", "--filter", f"label={LABEL_RUN}={run_id}"]).stdout.split()
+            assert len(running) == len(started)
+        finally:
+            host.run_script(f"docker ps -aq --filter label={LABEL_RUN}={run_id} | xargs -r docker rm -f >/dev/null\n"
+                            f"rm -rf {multi.remote_dir(run_id)}\n")
 
 
 def test_the_beds_hosts_carry_the_cpu_weight_asked_for(bed_inventory: Inventory) -> None:

@@ -37,8 +37,9 @@ def test_every_service_becomes_create_arguments_with_composes_labels(ipv6: bool)
         assert labels["com.docker.compose.project"] == PROJECT and labels["com.docker.compose.service"] == name
         assert spec.host == {"binds": ["/runs/x:" + compose.RUN_MOUNT], "cap_drop": ["ALL"],
                              "security_opt": ["no-new-privileges:true"]}
-        by_key = {key: (aliases, ip6) for key, aliases, ip6 in spec.networks}
-        assert list(by_key) == ["data", "control"]
+        by_key = {e.network.removeprefix(f"{PROJECT}_"): (e.aliases, e.ipv6_address) for e in spec.networks}
+        assert [e.network for e in spec.networks] == [engine.network_name(PROJECT, k) for k in ("data", "control")]
+        assert all(e.ipv4_address is None for e in spec.networks)
         assert by_key["data"][0] == [name, f"{name}-data"] and by_key["control"] == ([name, f"{name}-control"], None)
         assert (by_key["data"][1] is not None) == ipv6
         if ipv6:
