@@ -1,12 +1,15 @@
 """`splitlab doctor --inventory FILE`: what each host of an inventory has, checked over SSH with the same
 probes as the local doctor where they apply (Docker, iptables in a namespace, NFQUEUE), plus what a host of a
-multi-host run needs besides: sudo, VXLAN, netem, its clock offset to the controller, free disk, and the room in
-its neighbour table (not required: a run's start script raises it where it can)."""
+multi-host run needs besides: sudo, its engine's API over SSH, VXLAN, netem, its clock offset to the controller,
+free disk, and the room in its neighbour table (not required: the script that readies a host for a run raises
+it where it can)."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Sequence
 
-from pathlib import Path
+import docker
+import requests
 
 from chaos.cluster.doctor import (Check, Probe, check_disk, check_docker, check_iptables_netns, check_neighbours,
                                   check_nfqueue, first_line)
@@ -43,6 +46,22 @@ def check_root(host: RemoteHost, probe: Probe) -> Check:
         return Check("root (sudo)", True, how)
     return Check("root (sudo)", False, first_line(out) or "not root",
                  "log in as root, or set 'sudo: true' with passwordless sudo for the user")
+
+
+def check_engine_api(host: RemoteHost) -> Check:
+    """The engine's API through an SSH channel (`RemoteHost.engine`), the way a run's nodes start."""
+    try:
+        client = host.engine(timeout_s=20)
+    except (EnvironmentProblem, CommandFailed) as exc:
+        return Check("Docker API over SSH", False, first_line(exc.message), exc.hint or "")
+    try:
+        version = client.version(api_version=False)["ApiVersion"]
+    except (docker.errors.DockerException, requests.RequestException, KeyError) as exc:
+        return Check("Docker API over SSH", False, first_line(str(exc)) or type(exc).__name__,
+                     "the nodes start through 'docker system dial-stdio' (Docker 18.09 or later)")
+    finally:
+        client.close()
+    return Check("Docker API over SSH", True, f"API {version}, relayed by 'docker system dial-stdio'")
 
 
 def check_vxlan(probe: Probe) -> Check:
@@ -92,7 +111,8 @@ def check_host(host: RemoteHost) -> list[Check]:
     if not ssh.ok:
         return [ssh]
     probe = remote_probe(host)
-    return [ssh, check_root(host, probe), check_docker(probe), check_iptables_netns(probe), check_vxlan(probe),
+    return [ssh, check_root(host, probe), check_docker(probe), check_engine_api(host), check_iptables_netns(probe),
+            check_vxlan(probe),
             check_netem_tc(probe), check_nfqueue(probe), check_clock(host), check_remote_disk(probe),
             check_neighbours(probe)]
 

@@ -72,8 +72,8 @@ def test_doctor_checks_every_host_over_ssh_and_names_an_unreachable_one(bed_inve
     results = check_inventory(bed_inventory)
     for host, checks in results.items():
         by_name = {c.name: c for c in checks}
-        for name in ("SSH", "root (sudo)", "Docker engine", "iptables in a network namespace", "VXLAN",
-                     "clock offset", "free disk"):
+        for name in ("SSH", "root (sudo)", "Docker engine", "Docker API over SSH", "iptables in a network namespace",
+                     "VXLAN", "clock offset", "free disk"):
             assert by_name[name].ok, (host, by_name[name])
         table = by_name["neighbour table (ARP)"]  # a bed host shares this kernel: its netns may not show the limit
         assert not table.required and (not table.ok or "room for" in table.detail), (host, table)
