@@ -13,6 +13,7 @@ import requests
 
 from chaos.cluster.doctor import (Check, Probe, check_disk, check_docker, check_iptables_netns, check_neighbours,
                                   check_nfqueue, first_line)
+from chaos.hosts import hostengine
 from chaos.hosts.inventory import Inventory
 from chaos.hosts.remote import RemoteHost, closing, each
 from node.errors import CommandFailed, EnvironmentProblem
@@ -57,8 +58,7 @@ def check_engine_api(host: RemoteHost) -> Check:
     try:
         version = client.version(api_version=False)["ApiVersion"]
     except (docker.errors.DockerException, requests.RequestException, KeyError) as exc:
-        return Check("Docker API over SSH", False, first_line(str(exc)) or type(exc).__name__,
-                     "the nodes start through 'docker system dial-stdio' (Docker 18.09 or later)")
+        return Check("Docker API over SSH", False, first_line(str(exc)) or type(exc).__name__, hostengine.HINT)
     finally:
         client.close()
     return Check("Docker API over SSH", True, f"API {version}, relayed by 'docker system dial-stdio'")
@@ -112,9 +112,8 @@ def check_host(host: RemoteHost) -> list[Check]:
         return [ssh]
     probe = remote_probe(host)
     return [ssh, check_root(host, probe), check_docker(probe), check_engine_api(host), check_iptables_netns(probe),
-            check_vxlan(probe),
-            check_netem_tc(probe), check_nfqueue(probe), check_clock(host), check_remote_disk(probe),
-            check_neighbours(probe)]
+            check_vxlan(probe), check_netem_tc(probe), check_nfqueue(probe), check_clock(host),
+            check_remote_disk(probe), check_neighbours(probe)]
 
 
 def check_inventory(inventory: Inventory) -> dict[str, list[Check]]:

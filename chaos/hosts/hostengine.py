@@ -20,6 +20,7 @@ from docker.transport.basehttpadapter import BaseHTTPAdapter
 from docker.transport.sshconn import SSHConnection, SSHConnectionPool
 
 DIAL_STDIO = ["docker", "system", "dial-stdio"]
+HINT = "the nodes start through the engine's API relayed by 'docker system dial-stdio' (Docker 18.09 or later)"
 BASE_URL = "tcp://engine.invalid:2375"  # never resolved: every request of the client goes through the adapter below
 # OpenSSH serves at most 10 sessions per connection (sshd_config MaxSessions): the relays leave two of them to
 # the host's other commands

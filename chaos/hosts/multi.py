@@ -24,7 +24,7 @@ from chaos.cluster.model import Cluster, NodeInfo
 from chaos.cluster.naming import LABEL_NODE, LABEL_RUN, container_name
 from chaos.host.ledger import Ledger
 from chaos.host.netns import Netns
-from chaos.hosts import datanet, ship
+from chaos.hosts import datanet, hostengine, ship
 from chaos.hosts.inventory import HostSpec, Inventory, place, placement_text
 from chaos.hosts.remote import HOSTS_FILE, RemoteHost, closing, connect_all, each, run_hosts
 from node.config import CONTROL_PORT, DATA_PORT
@@ -127,7 +127,7 @@ def _start_nodes(host: RemoteHost, specs: Sequence[engine.ContainerSpec], member
         raise EnvironmentProblem(f"the Docker engine refused to start the nodes: {exc}") from None
     except requests.RequestException as exc:
         raise EnvironmentProblem(f"the Docker engine's API did not answer over SSH: {exc}",
-                                 hint="the relay is 'docker system dial-stdio' (Docker 18.09 or later)") from None
+                                 hint=hostengine.HINT) from None
     finally:
         client.close()
 
