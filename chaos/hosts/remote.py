@@ -153,12 +153,21 @@ class RemoteHost:
                                  version.strip(), timeout_s=timeout_s)
 
     def _command_channel(self, line: str) -> paramiko.Channel:
-        """A new session channel running the shell `line` (stdin and stdout are the channel's)."""
+        """A new session channel running the shell `line` (stdin and stdout are the channel's). A session the
+        host refuses (sshd's MaxSessions) leaves the connection and its other channels as they are."""
         try:
             chan = self._transport().open_session(timeout=self.connect_timeout_s)
-            chan.exec_command(line)
+        except paramiko.ChannelException as exc:
+            raise EnvironmentProblem(f"host {self.name}: sshd refused another session on the connection: {exc}",
+                                     hint=f"sshd_config's MaxSessions must allow {hostengine.MAX_RELAYS + 2} "
+                                          f"(OpenSSH's default is 10)") from None
         except (paramiko.SSHException, OSError, EOFError) as exc:
             self.close()
+            raise EnvironmentProblem(f"host {self.name}: SSH channel failed: {exc or type(exc).__name__}") from None
+        try:
+            chan.exec_command(line)
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            chan.close()
             raise EnvironmentProblem(f"host {self.name}: SSH channel failed: {exc or type(exc).__name__}") from None
         return chan
 
