@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from chaos.cli import faults
-from chaos.cli.main import build_parser, main as splitlab, parse
+from chaos.cli.main import ROOMS, VERB_ROOMS, build_parser, main as splitlab, parse
 from chaos.faults import msgrules
 from chaos.faults.grudge import Jam
 from chaos.host.ledger import Entry, Ledger
@@ -53,6 +53,20 @@ def test_the_tree_holds_every_verb_and_no_second_heal(capsys):
                    "top", "node", "wireshark"}
     assert [p for p in VERBS if "heal" in p] == [("heal",)]  # `splitlab chaos heal` is `unpartition` now
     assert ("chaos", "unpartition") in VERBS
+
+
+def test_each_verb_is_found_in_the_room_that_adds_it_and_a_command_imports_only_that_room():
+    added = {verb: name for name in ROOMS for verb in _verbs_of(build_parser([name]))}
+    assert VERB_ROOMS == added
+    probe = ("import sys; from chaos.cli.main import parse; parse(['analyze', 'runs/x']); "
+             "print(sorted(m for m in sys.modules if m.startswith('chaos.cli.') and m != 'chaos.cli.main'), "
+             "'docker' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, check=True).stdout
+    assert out.split() == ["['chaos.cli.analysis',", "'chaos.cli.verbs']", "False"], out
+
+
+def _verbs_of(parser: argparse.ArgumentParser) -> list[str]:
+    return [verb for path in dict(_verbs(parser)) if len(path) == 1 for verb in path]
 
 
 @pytest.mark.parametrize("argv, prog, fragment", [
