@@ -24,7 +24,8 @@ from typing import Any
 from bench.bench_pipeline import BENCH_DRIVER_MEMORY, generate_history
 from pipeline import standalone
 from pipeline.service_client import SOCKET_ENV
-from pipeline.session import DRIVER_MEMORY_ENV, MASTER_ENV
+from pipeline.master import MASTER_ENV
+from pipeline.session import DRIVER_MEMORY_ENV
 
 LOCAL = "local[2]"
 WORKERS = 2

@@ -26,7 +26,7 @@ from pipeline.params import resolve
 from pipeline.reader import HistoryStats, read_history
 from pipeline.rundir import RunFiles, locate
 from pipeline.sequence import DiagramOptions
-from pipeline.session import analysis_session, resolve_master, small_history, spark_session
+from pipeline.session import analysis_session, small_history, spark_session
 from pipeline.summary import Summary
 from pipeline.tables import Tables
 from pipeline.timeline import PlotData, bucket_seconds, duration_s, plot_data, timeline
@@ -96,7 +96,7 @@ def analyze(run_dir: Path | str, master: str | None = None, params: Mapping[str,
     """
     step = steps or _no_progress
     if spark is None:
-        served = _served(run_dir, master, params, report, step, diagram or DiagramOptions(), on_verdict)
+        served = service_client.analyze(run_dir, master, params, report, step, diagram or DiagramOptions(), on_verdict)
         if served is not None:
             return served
     started = time.monotonic()
@@ -155,35 +155,6 @@ def analyze(run_dir: Path | str, master: str | None = None, params: Mapping[str,
     finally:
         tables.release()
     return summary
-
-
-def _served(run_dir: Path | str, master: str | None, params: Mapping[str, Mapping[str, Any]] | None, report: bool,
-            step: StepReporter, diagram: DiagramOptions,
-            on_verdict: Callable[[Summary], None] | None) -> Summary | None:
-    """The analysis done by the warm service (`pipeline.service`) when it is up on the master asked for, else
-    None (the caller analyses in its own process). The service sends the verdict's summary when its checks are
-    done: `on_verdict` is called then (or with the result, from a service that does not send it)."""
-    running = service_client.status()
-    if running is None or running["master"] != resolve_master(master):
-        return None
-    conn = service_client.Connection.open()
-    if conn is None:
-        return None  # it stopped between the two requests
-    told = False
-
-    def early(data: dict[str, Any]) -> None:
-        nonlocal told
-        told = True
-        if on_verdict is not None:
-            on_verdict(Summary.from_dict(data))
-
-    result = Summary.from_dict(conn.request("analyze", steps=step, on_verdict=early,
-                                            run_dir=str(Path(run_dir).absolute()),
-                                            params={k: dict(v) for k, v in (params or {}).items()}, report=report,
-                                            diagram=diagram.to_dict()))
-    if not told and on_verdict is not None:
-        on_verdict(result)
-    return result
 
 
 def _write_report(tables: Tables, summary: Summary, run: RunFiles, options: DiagramOptions, data: PlotData) -> None:

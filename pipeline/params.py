@@ -7,12 +7,22 @@ values of the wrong type raise `UsageError`.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Protocol
 
 from node.errors import UsageError
-from pipeline.checks.base import Check
 
 Params = dict[str, dict[str, Any]]
+
+
+class Parameterised(Protocol):
+    """What `resolve` reads of a check (pipeline.checks.base.Check): its name and its parameters' defaults.
+    (Not the class itself: a client parses parameters without loading Spark, which the checks need.)"""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def defaults(self) -> Mapping[str, Any]: ...
 
 
 def parse_assignments(items: Iterable[str]) -> Params:
@@ -63,7 +73,7 @@ def _coerce(check: str, key: str, default: Any, value: Any) -> Any:
     raise UsageError(f"{where} has a default of unsupported type {type(default).__name__}")
 
 
-def resolve(checks: Iterable[Check], given: Mapping[str, Mapping[str, Any]] | None) -> Params:
+def resolve(checks: Iterable[Parameterised], given: Mapping[str, Mapping[str, Any]] | None) -> Params:
     """Every check's parameters: its defaults overridden by `given`. Raises `UsageError` for unknown names."""
     by_name = {c.name: c for c in checks}
     given = given or {}

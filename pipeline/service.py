@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from node.errors import EnvironmentProblem, SplitlabError, UsageError, report_error
+from pipeline.master import resolve_master
 from pipeline.service_client import (LOG_NAME, MAX_LINE_BYTES, Connection, error_line, socket_path,
                                      status as service_status)
 from pipeline.standalone import alive
@@ -162,8 +163,6 @@ def start(master: str | None = None, path: Path | None = None, timeout_s: float 
 
     Raises `EnvironmentProblem` if it does not come up within `timeout_s` (its log's tail in the message).
     """
-    from pipeline.session import resolve_master
-
     path = path or socket_path()
     running = service_status(path)
     if running is not None:

@@ -15,10 +15,13 @@ import os
 import socket
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, ContextManager, Iterator
+from typing import Any, Callable, ContextManager, Iterator, Mapping
 
 from node import errors
 from node.errors import EnvironmentProblem, SplitlabError
+from pipeline.master import resolve_master
+from pipeline.sequence import DiagramOptions
+from pipeline.summary import Summary
 
 SOCKET_ENV = "SPLITLAB_ANALYSIS_SOCKET"
 SOCKET_NAME = "analysis.sock"
@@ -137,3 +140,33 @@ def status(path: Path | None = None) -> dict[str, Any] | None:
     """The service's status (pid, master, started_ts, analyses, socket), or None when it is not up."""
     conn = Connection.open(path)
     return None if conn is None else conn.request("status")
+
+
+def analyze(run_dir: Path | str, master: str | None, params: Mapping[str, Mapping[str, Any]] | None, report: bool,
+            step: StepReporter, diagram: DiagramOptions,
+            on_verdict: Callable[[Summary], None] | None) -> Summary | None:
+    """The analysis done by the warm service (`pipeline.service`) when it is up on the master asked for, else
+    None (the caller analyses in its own process: `pipeline.api.analyze`). The service sends the verdict's summary
+    when its checks are done: `on_verdict` is called then (or with the result, from a service that does not send
+    it). Loads no Spark."""
+    running = status()
+    if running is None or running["master"] != resolve_master(master):
+        return None
+    conn = Connection.open()
+    if conn is None:
+        return None  # it stopped between the two requests
+    told = False
+
+    def early(data: dict[str, Any]) -> None:
+        nonlocal told
+        told = True
+        if on_verdict is not None:
+            on_verdict(Summary.from_dict(data))
+
+    result = Summary.from_dict(conn.request("analyze", steps=step, on_verdict=early,
+                                            run_dir=str(Path(run_dir).absolute()),
+                                            params={k: dict(v) for k, v in (params or {}).items()}, report=report,
+                                            diagram=diagram.to_dict()))
+    if not told and on_verdict is not None:
+        on_verdict(result)
+    return result

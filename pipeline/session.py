@@ -27,10 +27,9 @@ from pyspark.sql import SparkSession
 
 from node.errors import EnvironmentProblem, UsageError
 from pipeline import jvm_archive
+from pipeline.master import MASTER_ENV, resolve_master
 
-MASTER_ENV = "SPLITLAB_SPARK_MASTER"
 DRIVER_MEMORY_ENV = "SPLITLAB_SPARK_DRIVER_MEMORY"
-DEFAULT_MASTER = "local[*]"
 DEFAULT_DRIVER_MEMORY = "2g"
 SHUFFLE_PARTITIONS = 4
 BYTES_PER_PARTITION = 64 << 20
@@ -63,11 +62,6 @@ logger.blockmgr.level = error
 logger.netty.name = org.apache.spark.network
 logger.netty.level = error
 """
-
-
-def resolve_master(master: str | None = None) -> str:
-    """The master to use: the argument, else `$SPLITLAB_SPARK_MASTER`, else `local[*]`."""
-    return master or os.environ.get(MASTER_ENV) or DEFAULT_MASTER
 
 
 def _on_loopback(master: str) -> bool:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from node.errors import HistoryError
-from pipeline.checks.base import FAIL, OK, UNKNOWN, CheckResult
+from pipeline.outcome import FAIL, OK, UNKNOWN, CheckResult
 
 SUMMARY_FORMAT = "splitlab-summary/1"
 

@@ -326,7 +326,8 @@ def splitlab_spark() -> Any:
     """The SparkSession every analysis of the session shares (starting one costs seconds); None when the warm
     analysis service is up (`splitlab spark up`): `pipeline.api.analyze` then hands every run to it."""
     from pipeline import service_client
-    from pipeline.session import MASTER_ENV, spark_session
+    from pipeline.master import MASTER_ENV
+    from pipeline.session import spark_session
 
     if service_client.status() is not None:
         return None

@@ -1,33 +1,23 @@
 """What a check is and how one runs: a named function over the run's tables with parameters and defaults.
 
-A check returns a `Verdict` (ok / fail / unknown, a one-line reason, details for the report). `run_check` turns
+A check returns a `Verdict` (ok / fail / unknown, a one-line reason, details for the report; pipeline.outcome). `run_check` turns
 any exception inside a check into an `unknown` verdict carrying the reason, so one broken check never stops
 the analysis.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from pyspark.sql import SparkSession
 
+from pipeline.outcome import FAIL, OK, STATUSES, UNKNOWN, CheckResult, Verdict
 from pipeline.reader import HistoryStats
 from pipeline.tables import Tables
 
-OK = "ok"
-FAIL = "fail"
-UNKNOWN = "unknown"
-STATUSES = (OK, FAIL, UNKNOWN)
 _ERROR_CHARS = 500
-
-
-@dataclass
-class Verdict:
-    """A check's answer: `status` (ok, fail, unknown), a one-line `reason` and JSON-serialisable `details`."""
-
-    status: str
-    reason: str
-    details: dict[str, Any] = field(default_factory=dict)
+__all__ = ["FAIL", "OK", "STATUSES", "UNKNOWN", "Check", "CheckContext", "CheckResult", "Verdict", "over",
+           "run_check", "unrecorded"]
 
 
 @dataclass
@@ -53,20 +43,6 @@ class Check:
     defaults: Mapping[str, Any]
     func: Callable[[CheckContext, dict[str, Any]], Verdict]
     needs: frozenset[str] = frozenset()
-
-
-@dataclass
-class CheckResult:
-    """The outcome of one check in the summary: status, reason, details and the parameters it ran with."""
-
-    name: str
-    status: str
-    reason: str
-    details: dict[str, Any]
-    params: dict[str, Any]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"status": self.status, "reason": self.reason, "details": self.details, "params": self.params}
 
 
 def unrecorded(check: Check, history: HistoryStats) -> str | None:

@@ -3,8 +3,11 @@ socket by `pipeline.api.analyze` and `splitlab spark`; its verdicts equal those 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
+import subprocess
+import sys
 import tempfile
 import threading
 from pathlib import Path
@@ -90,6 +93,19 @@ def test_a_served_analysis_tells_the_verdict_before_it_draws_the_report(tmp_path
         s.status, (run_dir / "report" / "summary.json").exists(), (run_dir / "report" / "report.html").exists())))
     assert first == [("fail", True, False)], "the service's verdict comes before its report"
     assert (run_dir / "report" / "report.html").exists() and summary.status == "fail"
+
+
+def test_the_command_served_prints_the_verdict_without_loading_spark_in_its_process(tmp_path, use):
+    before = service_client.status(use)["analyses"]
+    run_dir = pf.with_lost_message().write(tmp_path / "r")
+    env = {**os.environ, SOCKET_ENV: str(use), "SPLITLAB_SPARK_MASTER": MASTER}
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "pipeline", str(run_dir), "--no-report"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "delivery" in done.stdout and "fail" in done.stdout, done.stdout + done.stderr
+    assert service_client.status(use)["analyses"] == before + 1
+    imported = [line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time")]
+    assert "pipeline.service_client" in imported
+    assert not [m for m in imported if m.split(".")[0] in ("pyspark", "py4j", "docker", "fabric")], imported
 
 
 def test_another_master_is_analysed_in_process(tmp_path, spark, use):  # noqa: F811

@@ -12,7 +12,7 @@ from chaos.cli.main import main as splitlab
 from node.errors import UsageError
 from pipeline.checks import CHECKS
 from pipeline.params import parse_assignments, resolve
-from pipeline.session import MASTER_ENV
+from pipeline.master import MASTER_ENV
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ import pipeline_fixtures as pf
 from pipeline_fixtures import spark  # noqa: F401  (shared fixture)
 from pipeline import standalone
 from pipeline.service_client import SOCKET_ENV
-from pipeline.session import MASTER_ENV
+from pipeline.master import MASTER_ENV
 
 SPLITLAB = [sys.executable, "-m", "chaos.cli.main"]
 SAME_ON_EVERY_MASTER = ("format", "run_id", "status", "checks", "counts", "history")
