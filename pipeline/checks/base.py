@@ -1,8 +1,8 @@
 """What a check is and how one runs: a named function over the run's tables with parameters and defaults.
 
-A check returns a `Verdict` (ok / fail / unknown, a one-line reason, details for the report; pipeline.outcome). `run_check` turns
-any exception inside a check into an `unknown` verdict carrying the reason, so one broken check never stops
-the analysis.
+A check returns a `Verdict` (ok / fail / unknown, a one-line reason, details for the report; pipeline.outcome).
+`run_check` turns any exception inside a check into an `unknown` verdict carrying the reason, so one broken check
+never stops the analysis.
 """
 from __future__ import annotations
 
