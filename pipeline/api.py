@@ -20,6 +20,7 @@ from typing import Any, Callable, ContextManager, Mapping
 from pyspark.sql import SparkSession
 
 from pipeline import html_report, service_client
+from pipeline.service_client import StepReporter
 from pipeline.checks import CHECKS, CheckContext, CheckResult, run_check
 from pipeline.outputs import write_tables
 from pipeline.params import resolve
@@ -32,7 +33,6 @@ from pipeline.tables import Tables
 from pipeline.timeline import PlotData, bucket_seconds, duration_s, plot_data, timeline
 from pipeline.verdict import read_expectation, run_verdict
 
-StepReporter = Callable[[str], ContextManager[None]]
 SUMMARY_FILE = "summary.json"
 CHECK_THREADS = 4
 REPORT_FILE = "report.html"

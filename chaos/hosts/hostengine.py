@@ -44,10 +44,9 @@ class _RelayPool(SSHConnectionPool):
         super().__init__(None, timeout_s, max_connections)
         self.block = True  # never more relays than that: sshd refuses sessions past its MaxSessions
         self._open_channel = open_channel
-        self._timeout_s = timeout_s
 
     def _new_conn(self) -> urllib3.connection.HTTPConnection:
-        return _RelayConnection(self._open_channel, self._timeout_s)
+        return _RelayConnection(self._open_channel, self.timeout)
 
 
 class _RelayAdapter(BaseHTTPAdapter):

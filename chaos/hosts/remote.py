@@ -98,12 +98,7 @@ class RemoteHost:
         """Run a shell `line` on the host, fed `input_text` or the bytes of `input_stream`. Raises as `run`."""
         shown = [f"{self.name}:", *(argv or [line])]
         deadline_s = time.monotonic() + timeout_s
-        try:
-            chan = self._transport().open_session(timeout=self.connect_timeout_s)
-        except (paramiko.SSHException, OSError, EOFError) as exc:
-            self.close()
-            raise EnvironmentProblem(f"host {self.name}: SSH channel failed: {exc or type(exc).__name__}",
-                                     hint=hint) from None
+        chan = self._open_session(hint)
         try:
             chan.set_combine_stderr(True)
             chan.settimeout(max(0.1, timeout_s))
@@ -152,18 +147,24 @@ class RemoteHost:
         return hostengine.client(lambda: self._command_channel(self.command_line(hostengine.DIAL_STDIO)),
                                  version.strip(), timeout_s=timeout_s)
 
-    def _command_channel(self, line: str) -> paramiko.Channel:
-        """A new session channel running the shell `line` (stdin and stdout are the channel's). A session the
-        host refuses (sshd's MaxSessions) leaves the connection and its other channels as they are."""
+    def _open_session(self, hint: str | None = None) -> paramiko.Channel:
+        """A new session channel on the host's connection. A session the host refuses (sshd's MaxSessions) leaves
+        the connection and its other channels as they are; any other failure drops the connection (the next
+        command makes it again). Raises `EnvironmentProblem`."""
         try:
-            chan = self._transport().open_session(timeout=self.connect_timeout_s)
+            return self._transport().open_session(timeout=self.connect_timeout_s)
         except paramiko.ChannelException as exc:
             raise EnvironmentProblem(f"host {self.name}: sshd refused another session on the connection: {exc}",
                                      hint=f"sshd_config's MaxSessions must allow {hostengine.MAX_RELAYS + 2} "
                                           f"(OpenSSH's default is 10)") from None
         except (paramiko.SSHException, OSError, EOFError) as exc:
             self.close()
-            raise EnvironmentProblem(f"host {self.name}: SSH channel failed: {exc or type(exc).__name__}") from None
+            raise EnvironmentProblem(f"host {self.name}: SSH channel failed: {exc or type(exc).__name__}",
+                                     hint=hint) from None
+
+    def _command_channel(self, line: str) -> paramiko.Channel:
+        """A new session channel running the shell `line` (stdin and stdout are the channel's)."""
+        chan = self._open_session()
         try:
             chan.exec_command(line)
         except (paramiko.SSHException, OSError, EOFError) as exc:
