@@ -12,14 +12,13 @@ import sys
 import threading
 from typing import Callable
 
-from aiohttp import web
-
 from jgnode.config import JgConfig, from_env
 from jgnode.runtime import JgRuntime, SharedHistory, resolve
 from jgnode.trace import RECORDS
-from node.control import make_app
+from node import control as control_api
 from node.errors import SplitlabError
 from node.history import CONTRACT_EVENTS
+from node.httpserver import HttpServer
 
 TICK_S = 0.1
 CLOSE_TIMEOUT_S = 1.0  # a run stops all its nodes at once: their leaves find no one to answer them
@@ -54,11 +53,13 @@ async def serve(config: JgConfig) -> int:
     runtime = JgRuntime(config, history, lambda exc: loop.call_soon_threadsafe(stop.set))
     control_host, control_port = node.control_address()
     control_ip = resolve(control_host)
-    runner = web.AppRunner(make_app(runtime, node.token), access_log=None)
-    await runner.setup()
+    # An error the loop is handed (the control API's handler failing) stops the node like a JGroups callback's.
+    loop.set_exception_handler(lambda _, context: runtime.fail(
+        context.get("exception") or RuntimeError(context.get("message", "loop error"))))
     reason = "signal"
+    control: HttpServer | None = None
     try:
-        await web.TCPSite(runner, control_ip, control_port).start()
+        control = await control_api.serve(runtime, node.token, control_ip, control_port)
         history.emit("node_start", boot=runtime.boot, data_ip=runtime.data_ip, control_ip=control_ip,
                      members=list(node.members),
                      config={"kind": "jgroups", "unicast": config.unicast, "silence_ms": node.silence_ms,
@@ -94,7 +95,8 @@ async def serve(config: JgConfig) -> int:
             await asyncio.wait_for(asyncio.wrap_future(closing), CLOSE_TIMEOUT_S)
         except asyncio.TimeoutError:
             runtime.count("close_timed_out")
-        await runner.cleanup()
+        if control is not None:
+            await control.close()
         history.end("node_stop", runtime.stop_fields(reason))  # nothing after a `/quiesce`: its history has ended
     return 1 if runtime.failure is not None else 0
 

@@ -8,12 +8,11 @@ import gc
 import signal
 import sys
 
-from aiohttp import web
-
 from node.config import NodeConfig, from_env
-from node.control import make_app
+from node import control as control_api
 from node.errors import SplitlabError
 from node.history import HistoryWriter
+from node.httpserver import HttpServer
 from node.layers import build_stack  # the stack the config asks for
 from node.runtime import NodeRuntime, resolve_host
 
@@ -42,15 +41,13 @@ async def serve(config: NodeConfig) -> int:
     loop.set_exception_handler(on_loop_error)
     history = HistoryWriter(config.history_path, config.run_id, config.name)
     runtime = NodeRuntime(config, build_stack(config), history)
-    runner: web.AppRunner | None = None
+    control: HttpServer | None = None
     reason = "signal"
     try:
         await runtime.bind()
         control_host, control_port = config.control_address()
         control_ip = await resolve_host(control_host)
-        runner = web.AppRunner(make_app(runtime, config.token), access_log=None)
-        await runner.setup()
-        await web.TCPSite(runner, control_ip, control_port).start()
+        control = await control_api.serve(runtime, config.token, control_ip, control_port)
         history.emit("node_start", boot=runtime.boot, data_ip=runtime.data_ip, control_ip=control_ip,
                      members=list(config.members),
                      config={"heartbeat_ms": config.heartbeat_ms, "silence_ms": config.silence_ms,
@@ -73,8 +70,8 @@ async def serve(config: NodeConfig) -> int:
             print(f"node {config.name}: stopping on error: {failure[0]!r}", file=sys.stderr, flush=True)
     finally:
         await runtime.stop()
-        if runner is not None:
-            await runner.cleanup()
+        if control is not None:
+            await control.close()
         history.end("node_stop", runtime.stop_fields(reason))  # nothing after a `/quiesce`: its history has ended
     return 1 if failure else 0
 

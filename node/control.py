@@ -5,7 +5,8 @@ Routes (all need `Authorization: Bearer <token>`):
   process's resident set size from /proc/self/statm, null where that file does not exist);
 - `GET /state`: the node's state: members, the current view, the peers it hears and when it last heard each,
   every layer's state (membership: view, suspects; multicast: the send window with acks and blocked time, every
-  receive window's low / highest delivered / highest received), counters, workloads;
+  receive window's low / highest delivered / highest received), counters, workloads, and what the HTTP server
+  counted (`control_api`: requests, refused connections, bad requests, idle connections closed);
 - `POST /workload/ping` `{"to": "n2", "count": 10, "interval_ms": 10}`: start the ping workload (202);
 - `POST /workload/unicast` `{"to": "n2", "count": 1000, "size": 100, "rate": 500}`: reliable unicast messages
   (rate in messages/s, 0 = unpaced), each recorded as `app_send`; answers 202 with the workload id, whose
@@ -22,22 +23,23 @@ Routes (all need `Authorization: Bearer <token>`):
 - `GET /metrics`: the same state in the Prometheus text format (node/metrics.py), read at scrape time; a
   scraper sends the token as a bearer token (Prometheus: `authorization: {credentials_file: runs/<id>/token}`).
 
-Bad requests get 400 with `{"error": "..."}`; a missing or wrong token gets 401.
+Bad requests get 400 with `{"error": "..."}`; a missing or wrong token gets 401 (before anything else, also
+for a route that does not exist: 404, or 405 with `Allow`).
+
+The routes are sans-IO: `make_handler` gives a function from a `node.httpserver.Request` to its `Reply`, which
+`node.httpserver.HttpServer` serves (and the tests call directly).
 """
 from __future__ import annotations
 
 import hmac
 import json
 import os
-from typing import Any, Awaitable, Callable, Protocol
+from typing import Any, Callable, Mapping, Protocol
 
-from aiohttp import web
-
-from node import metrics
 from node.errors import UsageError
+from node.httpserver import Handler, HttpServer, Reply, Request, new_counters
 from node.workload import Workload, WorkloadSpec
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 ADMIN_OPS = ("close", "remove", "remove_receive", "sync")
 
 
@@ -77,82 +79,96 @@ def rss_bytes() -> int | None:
     return resident_pages * os.sysconf("SC_PAGE_SIZE")
 
 
-def _error(status: int, message: str) -> web.Response:
-    return web.json_response({"error": message}, status=status)
+def _error(status: int, message: str) -> Reply:
+    return Reply.json({"error": message}, status)
 
 
-def make_app(runtime: ControlTarget, token: str) -> web.Application:
-    """The aiohttp application serving `runtime`'s control API, guarded by `token`."""
+def _body(request: Request) -> dict[str, Any]:
+    try:
+        data = json.loads(request.body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UsageError(f"request body is not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise UsageError("request body must be a JSON object")
+    return data
+
+
+def make_handler(runtime: ControlTarget, token: str, served: Mapping[str, int] | None = None) -> Handler:
+    """The control API of `runtime`, guarded by `token`: a function from a request to its reply. `served`: the
+    HTTP server's counters, shown in `/state` under `control_api`."""
     expected = f"Bearer {token}".encode()
+    scraped: list[Any] = []  # the metrics registry, made at the first scrape
 
-    @web.middleware
-    async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
-        given = request.headers.get("Authorization", "").encode()
-        if not hmac.compare_digest(given, expected):
-            return _error(401, "missing or wrong token: send 'Authorization: Bearer <run token>'")
-        try:
-            return await handler(request)
-        except UsageError as exc:
-            return _error(400, str(exc))
+    def health(request: Request) -> Reply:
+        return Reply.json({"ok": True, "node": runtime.name, "run": runtime.run_id, "boot": runtime.boot,
+                           "rss_bytes": rss_bytes()})
 
-    async def body(request: web.Request) -> dict[str, Any]:
-        try:
-            data = await request.json()
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"request body is not JSON: {exc}") from None
-        if not isinstance(data, dict):
-            raise UsageError("request body must be a JSON object")
-        return data
+    def state(request: Request) -> Reply:
+        return Reply.json(runtime.state() if served is None else {**runtime.state(), "control_api": dict(served)})
 
-    async def health(request: web.Request) -> web.Response:
-        return web.json_response({"ok": True, "node": runtime.name, "run": runtime.run_id,
-                                  "boot": runtime.boot, "rss_bytes": rss_bytes()})
+    def metrics_text(request: Request) -> Reply:
+        # Imported at the first scrape, not at start: prometheus_client is 0.10-0.13 s of the node's import in the
+        # image (a quarter of it, paid by fifty nodes at once in `splitlab up -n 50`), and most runs never scrape.
+        from node import metrics
+        if not scraped:
+            scraped.append(metrics.registry(runtime.state))
+        body_bytes, content_type = metrics.exposition(scraped[0])
+        return Reply(200, body_bytes, content_type)
 
-    async def state(request: web.Request) -> web.Response:
-        return web.json_response(runtime.state())
-
-    scraped = metrics.registry(runtime.state)
-
-    async def metrics_text(request: web.Request) -> web.Response:
-        body_bytes, content_type = metrics.exposition(scraped)
-        return web.Response(body=body_bytes, headers={"Content-Type": content_type})
-
-    async def ping(request: web.Request) -> web.Response:
-        runtime.request("ping", "ping", await body(request))
-        return web.json_response({"accepted": True}, status=202)
+    def ping(request: Request) -> Reply:
+        runtime.request("ping", "ping", _body(request))
+        return Reply.json({"accepted": True}, 202)
 
     def workload(kind: str) -> Handler:
-        async def handler(request: web.Request) -> web.Response:
+        def handler(request: Request) -> Reply:
             max_bytes = runtime.max_payload_bytes(kind)
             if max_bytes is None:
                 raise UsageError(f"this node runs no {kind} layer",
                                  hint="start it with SPLITLAB_MULTICAST=nakack4" if kind == "multicast" else None)
-            spec = WorkloadSpec.parse(kind, kind, await body(request), runtime.members, runtime.name, max_bytes - 64)
+            spec = WorkloadSpec.parse(kind, kind, _body(request), runtime.members, runtime.name, max_bytes - 64)
             item = runtime.start_workload(spec)
-            return web.json_response({"accepted": True, "workload_id": item.workload_id}, status=202)
+            return Reply.json({"accepted": True, "workload_id": item.workload_id}, 202)
         return handler
 
     def admin(op: str) -> Handler:
-        async def handler(request: web.Request) -> web.Response:
-            args = await body(request)
+        def handler(request: Request) -> Reply:
+            args = _body(request)
             if set(args) - {"peer"}:
                 raise UsageError(f"admin {op}: the one field is 'peer', got {sorted(args)}")
             runtime.request("unicast", op, args)
-            return web.json_response({"done": True, "op": op, "peer": args.get("peer")})
+            return Reply.json({"done": True, "op": op, "peer": args.get("peer")})
         return handler
 
-    async def quiesce(request: web.Request) -> web.Response:
+    def quiesce(request: Request) -> Reply:
         runtime.quiesce()
-        return web.json_response({"quiesced": True, "node": runtime.name})
+        return Reply.json({"quiesced": True, "node": runtime.name})
 
-    app = web.Application(middlewares=[guard])
-    app.router.add_get("/health", health)
-    app.router.add_get("/state", state)
-    app.router.add_get("/metrics", metrics_text)
-    app.router.add_post("/workload/ping", ping)
-    app.router.add_post("/quiesce", quiesce)
-    for kind in ("unicast", "multicast"):
-        app.router.add_post(f"/workload/{kind}", workload(kind))
-    for op in ADMIN_OPS:
-        app.router.add_post(f"/admin/{op}", admin(op))
-    return app
+    routes: dict[str, dict[str, Callable[[Request], Reply]]] = {
+        "/health": {"GET": health}, "/state": {"GET": state}, "/metrics": {"GET": metrics_text},
+        "/workload/ping": {"POST": ping}, "/quiesce": {"POST": quiesce},
+        **{f"/workload/{kind}": {"POST": workload(kind)} for kind in ("unicast", "multicast")},
+        **{f"/admin/{op}": {"POST": admin(op)} for op in ADMIN_OPS}}
+
+    def handle(request: Request) -> Reply:
+        if not hmac.compare_digest(request.header("Authorization").encode(), expected):
+            return _error(401, "missing or wrong token: send 'Authorization: Bearer <run token>'")
+        methods = routes.get(request.path)
+        if methods is None:
+            return _error(404, f"no route {request.path}; the routes: {', '.join(sorted(routes))}")
+        route = methods.get(request.method)
+        if route is None:
+            return Reply(405, json.dumps({"error": f"{request.method} {request.path}: use {', '.join(methods)}"})
+                         .encode(), headers=(("Allow", ", ".join(methods)),))
+        try:
+            return route(request)
+        except UsageError as exc:
+            return _error(400, str(exc))
+    return handle
+
+
+async def serve(runtime: ControlTarget, token: str, host: str, port: int) -> HttpServer:
+    """The control API of `runtime` served on `host`:`port` (both node kinds' entry points); `close()` it."""
+    counters = new_counters()
+    server = HttpServer(make_handler(runtime, token, counters), counters=counters)
+    await server.start(host, port)
+    return server

@@ -4,12 +4,14 @@ files, also torn ones, served over HTTP; and `splitlab top`'s frames (chaos/live
 not answer or answer garbage. No Docker."""
 from __future__ import annotations
 
+import asyncio
 import json
 import urllib.request
 from pathlib import Path
+from typing import Awaitable
 
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
+import requests
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
@@ -18,8 +20,9 @@ from chaos.cli.main import main as splitlab
 from chaos.live import faultmatrix, nodes, top
 from chaos.live.faultmatrix import FaultLink, Matrix
 from node import metrics
-from node.control import make_app
+from node.control import make_handler
 from node.errors import EnvironmentProblem, UsageError
+from node.httpserver import HttpServer
 from node.wire import Heartbeat, cluster_id_of, encode_datagram
 from test_runtime_receive import RUN, start_nodes, stop_nodes, until
 
@@ -38,20 +41,28 @@ def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 async def test_node_metrics_count_a_workload_and_a_drop_through_the_control_api(tmp_path):
     runtimes = await start_nodes(tmp_path)
     n1, n2 = runtimes["n1"], runtimes["n2"]
+    servers = [HttpServer(make_handler(n1, "t")), HttpServer(make_handler(n2, "t"))]
     try:
-        async with TestClient(TestServer(make_app(n1, "t"))) as c1, TestClient(TestServer(make_app(n2, "t"))) as c2:
-            assert (await c1.get("/metrics")).status == 401  # the token guards it like every route
-            resp = await c1.post("/workload/unicast", json={"to": "n2", "count": 40, "size": 64, "rate": 0},
-                                 headers=AUTH)
-            assert resp.status == 202
-            stranger = encode_datagram(cluster_id_of(RUN), "mallory", [Heartbeat(1)], incarnation=n1.boot)
-            n2.datagram_received(stranger, ("127.0.0.1", 1))
-            await until(lambda: n2.counters["delivered"] >= 40)
-            resp = await c1.get("/metrics", headers=AUTH)
-            assert resp.status == 200 and resp.headers["Content-Type"].startswith("text/plain")
-            m1 = samples(await resp.text())
-            m2 = samples(await (await c2.get("/metrics", headers=AUTH)).text())
+        for server in servers:
+            await server.start("127.0.0.1", 0)
+        url1, url2 = (f"http://127.0.0.1:{server.port}" for server in servers)
+
+        def call(method: str, url: str, **kwargs) -> Awaitable[requests.Response]:  # off the serving loop
+            return asyncio.to_thread(requests.request, method, url, timeout=5, **kwargs)
+        assert (await call("GET", url1 + "/metrics")).status_code == 401  # the token guards it like every route
+        resp = await call("POST", url1 + "/workload/unicast", headers=AUTH,
+                          json={"to": "n2", "count": 40, "size": 64, "rate": 0})
+        assert resp.status_code == 202
+        stranger = encode_datagram(cluster_id_of(RUN), "mallory", [Heartbeat(1)], incarnation=n1.boot)
+        n2.datagram_received(stranger, ("127.0.0.1", 1))
+        await until(lambda: n2.counters["delivered"] >= 40)
+        resp = await call("GET", url1 + "/metrics", headers=AUTH)
+        assert resp.status_code == 200 and resp.headers["Content-Type"].startswith("text/plain")
+        m1 = samples(resp.text)
+        m2 = samples((await call("GET", url2 + "/metrics", headers=AUTH)).text)
     finally:
+        for server in servers:
+            await server.close()
         await stop_nodes(runtimes)
     assert [dict(labels) for name, labels in m1 if name == "splitlab_node_info"] == [
         {"node": "n1", "run": RUN, "unicast": "unicast3", "membership": "none", "multicast": "none"}]
