@@ -34,7 +34,7 @@ from __future__ import annotations
 import hmac
 import json
 import os
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Mapping, Protocol
 
 from node.errors import UsageError
 from node.httpserver import Handler, HttpServer, Reply, Request, new_counters
@@ -143,7 +143,7 @@ def make_handler(runtime: ControlTarget, token: str, served: Mapping[str, int] |
         runtime.quiesce()
         return Reply.json({"quiesced": True, "node": runtime.name})
 
-    routes: dict[str, dict[str, Callable[[Request], Reply]]] = {
+    routes: dict[str, dict[str, Handler]] = {
         "/health": {"GET": health}, "/state": {"GET": state}, "/metrics": {"GET": metrics_text},
         "/workload/ping": {"POST": ping}, "/quiesce": {"POST": quiesce},
         **{f"/workload/{kind}": {"POST": workload(kind)} for kind in ("unicast", "multicast")},

@@ -20,13 +20,13 @@ from typing import Any, Callable, ContextManager, Mapping
 from pyspark.sql import SparkSession
 
 from pipeline import html_report, service_client
-from pipeline.service_client import StepReporter
 from pipeline.checks import CHECKS, CheckContext, CheckResult, run_check
 from pipeline.outputs import write_tables
 from pipeline.params import resolve
 from pipeline.reader import HistoryStats, read_history
 from pipeline.rundir import RunFiles, locate
 from pipeline.sequence import DiagramOptions
+from pipeline.service_client import StepReporter
 from pipeline.session import analysis_session, small_history, spark_session
 from pipeline.summary import Summary
 from pipeline.tables import Tables
