@@ -34,6 +34,7 @@ import sys
 import tempfile
 import tomllib
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -451,8 +452,16 @@ def build_agent(log: Log, repo: Path = REPO) -> str:
 
 
 def build_all(log: Log, repo: Path = REPO) -> str:
-    """Build what is missing; returns the node image tag."""
-    build_base(log, repo)
+    """Build what is missing of the node image and its base; returns the node image tag. When the node image is
+    missing, the node's compiled build (mypyc and the C compiler: CPU) runs while debootstrap makes the base
+    (mostly downloads, unpacking and `docker import`), not after it: on a fresh machine the node image is ready
+    about half a minute sooner (`make test`'s setup)."""
+    if image_exists(node_tag(repo)):
+        return build_node(log, repo)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="compile") as pool:
+        site = pool.submit(compiled.build, log, repo)
+        build_base(log, repo)
+        site.result()
     return build_node(log, repo)
 
 

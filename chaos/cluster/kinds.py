@@ -49,13 +49,8 @@ class NodeKind:
         return image
 
 
-def _build_splitlab(log: Log) -> str:
-    images.build_base(log)
-    return images.build_node(log)
-
-
 KINDS: dict[str, NodeKind] = {
-    "splitlab": NodeKind("splitlab", "SPLITLAB_NODE_IMAGE", images.node_tag, _build_splitlab, auth=True),
+    "splitlab": NodeKind("splitlab", "SPLITLAB_NODE_IMAGE", images.node_tag, images.build_all, auth=True),
     "jgroups": NodeKind("jgroups", "SPLITLAB_JGROUPS_IMAGE", images.jgroups_tag, images.build_jgroups,
                         ready_on_view=True),
 }

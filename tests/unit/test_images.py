@@ -112,3 +112,46 @@ def test_a_failed_build_is_raised_once_the_other_has_ended(monkeypatch):
     with pytest.raises(EnvironmentProblem, match="debootstrap failed"):
         kinds.build_kinds(["a", "b"], lambda line: None)
     assert ended.is_set()
+
+
+def _node_chain(monkeypatch, exists: bool, base, compile_site) -> list[str]:
+    """`images.build_all` with its steps recorded: the node image present or not, the base and the compiled build
+    given, the node image's own build a recording stand-in."""
+    calls: list[str] = []
+    monkeypatch.setattr(images, "image_exists", lambda tag: exists)
+    monkeypatch.setattr(images, "build_base", lambda log, repo: (calls.append("base"), base())[1])
+    monkeypatch.setattr(images.compiled, "build", lambda log, repo: (calls.append("compile"), compile_site())[1])
+    monkeypatch.setattr(images, "build_node", lambda log, repo: (calls.append("node"), "splitlab-node:t")[1])
+    return calls
+
+
+def test_the_compiled_build_runs_while_the_base_is_made(monkeypatch):
+    """On a fresh machine mypyc compiles the node while debootstrap makes the base: each step here waits for the
+    other to have started (one after the other, the first would wait in vain), and the node image comes after
+    both."""
+    both_started = threading.Barrier(2, timeout=5)
+    calls = _node_chain(monkeypatch, False, both_started.wait, both_started.wait)
+    assert images.build_all(lambda line: None) == "splitlab-node:t"
+    assert sorted(calls[:2]) == ["base", "compile"] and calls[2:] == ["node"]
+
+
+def test_a_present_node_image_builds_neither_its_base_nor_the_compiled_build(monkeypatch):
+    calls = _node_chain(monkeypatch, True, lambda: None, lambda: None)
+    assert images.build_all(lambda line: None) == "splitlab-node:t"
+    assert calls == ["node"]
+
+
+def test_a_failed_base_is_raised_once_the_compiled_build_has_ended(monkeypatch):
+    ended = threading.Event()
+
+    def fails():
+        raise EnvironmentProblem("debootstrap failed")
+
+    def slow():
+        time.sleep(0.2)
+        ended.set()
+
+    calls = _node_chain(monkeypatch, False, fails, slow)
+    with pytest.raises(EnvironmentProblem, match="debootstrap failed"):
+        images.build_all(lambda line: None)
+    assert ended.is_set() and "node" not in calls
