@@ -21,7 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.bench_pipeline import BENCH_DRIVER_MEMORY, generate_history
+from bench.bench_pipeline import BENCH_DRIVER_MEMORY
+from pipeline.synthetic import generate_history
 from pipeline import standalone
 from pipeline.service_client import SOCKET_ENV
 from pipeline.master import MASTER_ENV

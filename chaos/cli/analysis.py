@@ -101,8 +101,10 @@ def _show_service(state: dict | None, what: str) -> None:
         out.print("the analysis service is not up")
         return
     up_s = time.time() - state["started_ts"]
+    warm = state["warm_up"]
+    warming = f", warm-up {warm['analyses']} of {warm['of']}" + (f" (ended: {warm['error']})" if warm["error"] else "")
     out.print(f"the analysis service{what}: pid {state['pid']}, Spark {state['spark_version']} on {state['master']}, "
-              f"up {up_s:.0f} s, {state['analyses']} analyses, socket {state['socket']}")
+              f"up {up_s:.0f} s, {state['analyses']} analyses{warming}, socket {state['socket']}")
 
 
 def cmd_spark_up(args: argparse.Namespace) -> int:
@@ -117,7 +119,7 @@ def cmd_spark_up(args: argparse.Namespace) -> int:
                                    memory_per_worker=args.memory_per_worker, timeout_s=args.timeout_s, log=progress)
         master = cluster["master_url"]
         spark.show_cluster(cluster)
-    state = service.start(master, timeout_s=args.timeout_s)
+    state = service.start(master, timeout_s=args.timeout_s, warm_up=args.warm_up)
     _show_service(state, " was already up" if state.pop("already") else " is up")
     if args.workers:
         Console(highlight=False).print(f"analyses on it: splitlab analyze RUN --master {master}  (or "
@@ -159,6 +161,7 @@ def _epilog() -> str:
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     from pipeline.sequence import DEFAULT_MAX_ARROWS
+    from pipeline.service import WARM_UP_ANALYSES
     from pipeline.standalone import DEFAULT_CORES_PER_WORKER, DEFAULT_MEMORY_PER_WORKER
 
     p = add_verb(sub, "analyze", "analyse a run's history with Spark (report/summary.json and report.html)",
@@ -194,6 +197,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                     help=f"with --workers (default {DEFAULT_CORES_PER_WORKER})")
     up.add_argument("--memory-per-worker", default=DEFAULT_MEMORY_PER_WORKER, metavar="SIZE",
                     help=f"with --workers (default {DEFAULT_MEMORY_PER_WORKER})")
+    up.add_argument("--warm-up", type=int, default=WARM_UP_ANALYSES, metavar="N",
+                    help="once up, analyse a synthetic history N times between the runs it is sent, so that the "
+                         "first runs find the JVM warm (default %(default)s; 0: none)")
     up.add_argument("--timeout-s", type=float, default=120.0, metavar="S",
                     help="give up when it is not ready after S seconds (default 120)")
     add_verb(verbs, "down", "stop the service (and the Spark cluster 'spark up --workers' started)", cmd_spark_down,

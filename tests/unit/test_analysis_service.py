@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,8 @@ from pipeline import api, service, service_client, standalone
 from pipeline.service_client import SOCKET_ENV
 
 MASTER = "local[2]"
+WARM_UPS = 1  # the module's service warms up once (a service's default is service.WARM_UP_ANALYSES)
+WARM_UP_WAIT_S = 90.0
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +40,7 @@ def socket_dir():
 def served(socket_dir):
     """One service for the module, on its own socket; stopped (and checked gone) at the end."""
     path = socket_dir / "a.sock"
-    state = service.start(MASTER, path=path)
+    state = service.start(MASTER, path=path, warm_up=WARM_UPS)
     try:
         yield path, state
     finally:
@@ -149,6 +152,16 @@ def test_bad_requests_get_an_error_line_and_the_service_keeps_serving(use):
     assert service_client.status(use)["pid"] > 0
 
 
+def test_it_warms_up_once_listening_and_status_shows_how_far(use, capsys):
+    deadline = time.monotonic() + WARM_UP_WAIT_S
+    while (state := service_client.status(use))["warm_up"]["analyses"] < WARM_UPS and time.monotonic() < deadline:
+        assert state["warm_up"]["error"] is None, state
+        time.sleep(0.2)
+    assert state["warm_up"] == {"analyses": WARM_UPS, "of": WARM_UPS, "error": None}
+    assert splitlab(["spark", "status"]) == 0
+    assert f"warm-up {WARM_UPS} of {WARM_UPS}," in capsys.readouterr().out
+
+
 def test_up_again_finds_it_up_and_status_shows_it(use, capsys):
     state = service.start(MASTER, path=use)
     assert state["already"] is True and state["pid"] == service_client.status(use)["pid"]
@@ -156,6 +169,8 @@ def test_up_again_finds_it_up_and_status_shows_it(use, capsys):
     assert f"pid {state['pid']}," in capsys.readouterr().out
     with pytest.raises(UsageError, match="runs on local"):
         service.start("local[1]", path=use)
+    with pytest.raises(UsageError, match="0 or more"):
+        service.start(MASTER, path=use, warm_up=-1)
 
 
 def test_a_stale_socket_is_ignored_by_analyze_and_removed_by_down(tmp_path, socket_dir, spark,  # noqa: F811
