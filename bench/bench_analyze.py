@@ -2,12 +2,13 @@
 against the same events written one line each (before run lines).
 
 Cold: `python -m pipeline RUN_DIR` in a new process with no analysis service (JVM start, warm-up, analysis,
-report; the second such run, as the first on a machine records the JVM's class archive), against a new process
-that starts Spark and reads and counts the same files (the least any cold analysis pays). Warm: the same
-command while `pipeline.service` is up on its own socket, once it has warmed itself up (its default warm-up) and
-analysed the history twice (as a service in use would have), against the cold time. Both also as the time until the verdict is printed (the command's first
-line on stdout: `splitlab analyze` prints the checks' table before it writes the tables and draws the report),
-against the whole command. Issue 34's goals are <= 8 s cold and <= 2 s warm for 15k events; nothing is asserted.
+report; the second such run, as the first on a machine records the JVM's class archive), against a new process that
+starts Spark and reads and counts the same files (the least any cold analysis pays). Warm: the same command while
+`pipeline.service` is up on its own socket, once it has warmed itself up (its default warm-up) and analysed the
+history twice (as a service in use would have), against the cold time. Both also as the time until the verdict is
+printed (the command's first line on stdout: `splitlab analyze` prints the checks' table before it writes the tables
+and draws the report), against the whole command. Issue 34's goals are <= 8 s cold and <= 2 s warm for 15k events;
+nothing is asserted.
 """
 from __future__ import annotations
 

@@ -4,12 +4,12 @@ Without it every `splitlab analyze` and `splitlab run` starts a JVM and pays its
 15k-event history takes about three times as long as the third in the same JVM). The service keeps one session
 and analyses each run it is sent with `pipeline.api.analyze`, streaming its steps back (protocol in
 `pipeline.service_client`). Once listening it warms itself up: it analyses a synthetic history
-(`pipeline.synthetic`, `WARM_UP_EVENTS`) `warm_up` times, report included, between the requests it serves (a
-request goes first), so that the JVM's compilers and Spark's cache of generated classes are warm before the
-first run it is sent (a 15k-event history: whole analysis 8.3 s, 3.7, 3.1, ... 2.3 s from the eighth on, on
-this 2-core machine); its status tells how far it got. `start()` spawns it detached and returns when it says it listens (a line on a pipe,
-not polling); `stop()` asks it to stop and waits for its process to end; a stale socket (the service was
-killed) is removed. Several connections are served at once on the one session (Spark jobs are thread-safe).
+(`pipeline.synthetic`, `WARM_UP_EVENTS`) `warm_up` times, report included, between the requests it serves (a request
+goes first), so that the JVM's compilers and Spark's cache of generated classes are warm before the first run it is
+sent (a 15k-event history: whole analysis 8.3 s, 3.7, 3.1, ... 2.3 s from the eighth on, on this 2-core machine);
+its status tells how far it got. `start()` spawns it detached and returns when it says it listens (a line on a pipe,
+not polling); `stop()` asks it to stop and waits for its process to end; a stale socket (the service was killed) is
+removed. Several connections are served at once on the one session (Spark jobs are thread-safe).
 
 Run as `python -m pipeline.service --socket PATH [--master URL] [--ready-fd FD] [--warm-up N]`.
 """
@@ -65,8 +65,8 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
 
     def warm(self) -> None:
         """Analyse a synthetic history as often as `warm_up` says, each time when no request is being served; stops
-        early when the service stops. An analysis that raises ends the warm-up (the error in the status and the log), not the
-        service."""
+        early when the service stops. An analysis that raises ends the warm-up (the error in the status and the
+        log), not the service."""
         from pipeline.api import analyze
         from pipeline.synthetic import generate_history
 
