@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pyspark.sql import Row
 from pyspark.sql import functions as F
 
 from pipeline.checks.base import FAIL, OK, Check, CheckContext, Verdict, over
@@ -29,16 +30,7 @@ def check(ctx: CheckContext, params: dict[str, Any]) -> Verdict:
               "delivered": int(r["delivered"]), "missing": int(r["expected"] - r["delivered"])} for r in pairs]
     expected = sum(p["expected"] for p in table)
     missing = sum(p["missing"] for p in table)
-    fates = ctx.tables.missing_fates.filter(~F.col("receiver").isin(*ignored)) if ignored \
-        else ctx.tables.missing_fates
-    first_missing = [] if not missing else (
-        fates.orderBy("send_ts", "msg_id", "receiver").limit(params["show"])
-        .select("msg_id", "sender", "receiver", "kind", "send_ts", "seqno", "fate", "reasons", "resends")
-        .collect())
-    fate_counts = {} if not missing else {
-        _fate_label(r["fate"], r["reason"]): int(r["n"]) for r in
-        fates.select("fate", F.explode_outer(F.when(F.size("reasons") > 0, F.col("reasons"))).alias("reason"))
-        .groupBy("fate", "reason").agg(F.count(F.lit(1)).alias("n")).collect()}
+    first_missing, fate_counts = _fates(ctx, ignored, params["show"]) if missing else ([], {})
     first = ctx.tables.first_deliveries
     unexpected = (first.filter(F.col("receiver") != F.col("sender"))
                   .join(ctx.tables.delivery_facts.select("msg_id", "receiver"), ["msg_id", "receiver"], "left_anti"))
@@ -59,6 +51,21 @@ def check(ctx: CheckContext, params: dict[str, Any]) -> Verdict:
         return Verdict(FAIL, f"{missing} of {expected} expected deliveries missing ({where}); at the receivers: "
                              f"{why}", details)
     return Verdict(OK, f"{expected - missing} of {expected} expected deliveries made", details)
+
+
+def _fates(ctx: CheckContext, ignored: list[str], show: int) -> tuple[list[Row], dict[str, int]]:
+    """The first `show` missing deliveries with their fates, and the missing counted by fate and reason. Asked only
+    when some are missing: `Tables.missing_fates` is a kept frame, and keeping one costs its planning (70-80 ms of a
+    warm analysis) even when nothing reads it."""
+    fates = ctx.tables.missing_fates.filter(~F.col("receiver").isin(*ignored)) if ignored \
+        else ctx.tables.missing_fates
+    first_missing = (fates.orderBy("send_ts", "msg_id", "receiver").limit(show)
+                     .select("msg_id", "sender", "receiver", "kind", "send_ts", "seqno", "fate", "reasons", "resends")
+                     .collect())
+    counts = {_fate_label(r["fate"], r["reason"]): int(r["n"]) for r in
+              fates.select("fate", F.explode_outer(F.when(F.size("reasons") > 0, F.col("reasons"))).alias("reason"))
+              .groupBy("fate", "reason").agg(F.count(F.lit(1)).alias("n")).collect()}
+    return first_missing, counts
 
 
 def _fate_label(fate: str, reason: str | None) -> str:

@@ -2,6 +2,7 @@
 check that should find it; thresholds come from parameters; a crashing check gives `unknown`."""
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from pipeline_fixtures import analyzed, spark  # noqa: F401  (shared fixtures)
 from pipeline import api
 from pipeline.checks import CHECKS
 from pipeline.checks.base import Check, Verdict, run_check
+from pipeline.tables import Tables
 
 
 def test_clean_history_passes_every_check(analyzed):  # noqa: F811
@@ -76,6 +78,21 @@ def test_lost_message_is_named(analyzed):  # noqa: F811
     assert [(m["msg_id"], m["receiver"]) for m in details["missing_msgs"]] == [(lost, "n3")]
     assert {(p["sender"], p["receiver"]): p["missing"] for p in details["pairs"]}[("n1", "n3")] == 1
     assert details["missing_msgs"][0]["fate"] == "never_arrived" and details["missing_fates"] == {"never_arrived": 1}
+
+
+def test_the_fates_of_missing_deliveries_are_kept_only_when_some_are_missing(tmp_path, spark, monkeypatch):  # noqa: F811
+    """`Tables.missing_fates` is a kept frame, whose keeping costs its planning even when nothing reads it: the
+    delivery check asks for it only when a delivery is missing."""
+    asked: list[Tables] = []
+    kept = Tables.__dict__["missing_fates"].func
+    fates = functools.cached_property(lambda tables: (asked.append(tables), kept(tables))[1])
+    fates.__set_name__(Tables, "missing_fates")
+    monkeypatch.setattr(Tables, "missing_fates", fates)
+
+    clean = api.analyze(pf.clean_scenario().write(tmp_path / "clean"), spark=spark, report=False)
+    assert clean.checks["delivery"].details["missing"] == 0 and asked == []
+    lost = api.analyze(pf.with_lost_message().write(tmp_path / "lost"), spark=spark, report=False)
+    assert lost.checks["delivery"].details["missing_fates"] == {"never_arrived": 1} and len(asked) == 1
 
 
 @pytest.mark.parametrize("action, fate", [("below_window", "discarded (below_window)"),
