@@ -19,9 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from pipeline.synthetic import generate_history
 from pipeline import service
 from pipeline.service_client import SOCKET_ENV, status
+from pipeline.synthetic import generate_history
 
 _READ_COUNT = ("import sys; from pipeline.session import spark_session; from bench.bench_pipeline import _read_count; "
                "from pathlib import Path; print(_read_count(spark_session('local[*]'), Path(sys.argv[1])))")
