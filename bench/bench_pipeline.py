@@ -2,13 +2,13 @@
 events (100k and 1M with quick=True), next to a plain Spark read-parse-count of the same files in the same run,
 and how the analysis time grows from the smaller to the larger history (10x the events; linear growth is 10x).
 
-The histories are generated streaming to disk by the node's own history writer (run lines, as nodes write them;
-one open file per writer, nothing held in memory beyond its buffer): four nodes
-multicasting and unicasting, one NAKACK4 retransmission per 50 multicasts, a partition between 40% and 60% of
-the run with split views and a merge after the heal. The baseline reads the same files with the same explicit
-schema and counts the events with a `type` (Spark then parses only that field); the analysis parses and
-type-checks every field, caches the events and runs ten checks, the Parquet tables and the HTML report, so it
-is expected to be an order of magnitude slower. Nothing is asserted.
+The histories (`pipeline.synthetic`) are generated streaming to disk by the node's own history writer (run lines, as
+nodes write them; one open file per writer, nothing held in memory beyond its buffer): four nodes multicasting and
+unicasting, one NAKACK4 retransmission per 50 multicasts, a partition between 40% and 60% of the run with split
+views and a merge after the heal. The baseline reads the same files with the same explicit schema and counts the
+events with a `type` (Spark then parses only that field); the analysis parses and type-checks every field, caches
+the events and runs ten checks, the Parquet tables and the HTML report, so it is expected to be an order of
+magnitude slower. Nothing is asserted.
 """
 from __future__ import annotations
 

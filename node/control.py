@@ -79,8 +79,8 @@ def rss_bytes() -> int | None:
     return resident_pages * os.sysconf("SC_PAGE_SIZE")
 
 
-def _error(status: int, message: str) -> Reply:
-    return Reply.json({"error": message}, status)
+def _error(status: int, message: str, headers: tuple[tuple[str, str], ...] = ()) -> Reply:
+    return Reply.json({"error": message}, status, headers)
 
 
 def _body(request: Request) -> dict[str, Any]:
@@ -157,8 +157,8 @@ def make_handler(runtime: ControlTarget, token: str, served: Mapping[str, int] |
             return _error(404, f"no route {request.path}; the routes: {', '.join(sorted(routes))}")
         route = methods.get(request.method)
         if route is None:
-            return Reply(405, json.dumps({"error": f"{request.method} {request.path}: use {', '.join(methods)}"})
-                         .encode(), headers=(("Allow", ", ".join(methods)),))
+            return _error(405, f"{request.method} {request.path}: use {', '.join(methods)}",
+                          (("Allow", ", ".join(methods)),))
         try:
             return route(request)
         except UsageError as exc:

@@ -52,8 +52,8 @@ class Reply:
     headers: tuple[tuple[str, str], ...] = ()
 
     @classmethod
-    def json(cls, data: object, status: int = 200) -> Reply:
-        return cls(status, json.dumps(data).encode())
+    def json(cls, data: object, status: int = 200, headers: tuple[tuple[str, str], ...] = ()) -> Reply:
+        return cls(status, json.dumps(data).encode(), headers=headers)
 
 
 Handler = Callable[[Request], Reply]
