@@ -3,9 +3,9 @@
 Steps: validate the run directory and the check parameters (both before Spark starts), read and validate the
 history, run every check (a crashing check gives `unknown`) beside writing the Parquet tables, write
 `report/summary.json`, then `report/report.html` (with the message sequence diagram of `diagram`'s window,
-`pipeline.sequence_source`). The analysis runs in a Spark session of its own (SQL settings
-sized to the history, `pipeline.session.analysis_session`), or in the warm analysis service when it is up. `steps` lets a caller show progress: it is called with each step's label and
-must return a context manager that wraps the step.
+`pipeline.sequence_source`). The analysis runs in a Spark session of its own (SQL settings sized to the history,
+`pipeline.session.analysis_session`), or in the warm analysis service when it is up. `steps` lets a caller show
+progress: it is called with each step's label and must return a context manager that wraps the step.
 """
 from __future__ import annotations
 

@@ -43,8 +43,7 @@ def diagram(tables: Tables, run_dir: Path, details: Mapping[str, Mapping[str, An
     capture = sequence_wire.capture_path(run_dir)
     wire_ends = []
     if capture is not None:
-        node_of_ip = {r["data_ip"]: r["node"] for r in tables.of_type("node_start").select("node", "data_ip")
-                      .collect() if r["data_ip"]}
+        node_of_ip = {e["data_ip"]: e["node"] for e in tables.walked("node_start") if e["data_ip"]}
         wire_ends = sequence_wire.captured_ends(capture, node_of_ip, lo_ts, hi_ts)
     return build(events, window, nodes=tables.nodes, t0_ts=first_ts, views=views, faults=tables.fault_periods,
                  heals_ts=tables.heal_times, findings=findings, wire_ends=wire_ends, max_arrows=options.max_arrows,

@@ -20,6 +20,15 @@ MSG_ID_PATTERN = r"^(.+)\.(\d+)\.(\d+)$"
 # data_rx actions that mean "the message arrived and was kept" (ends a retransmission request)
 RECEIVED_ACTIONS = ("deliver", "buffer")
 INSTANT_FAULTS = ("inject", "restart")  # fault_start without a fault_end
+SYNC_KINDS = ("sync", "sync_ok", "sync_ack")  # the SYNC handshake's resync_tx kinds (unicast3)
+# The events checks walk one by one on the driver (`Tables.walked`): lifecycle, the controller's faults, send-window
+# states and the handshakes' messages (resync_tx of the SYNC handshake only; bcast_state_* of a generation, not
+# discarded). Few per run, and one job brings them all: a job costs some 0.1 s of the driver's CPU whatever it reads
+# (planning, code generation, task serialisation), and the checks asked for them in four.
+WALKED_TYPES = ("node_start", "fault_start", "fault_end", "heal", "window_full", "window_unblocked", "resync_tx",
+                "resync_timeout", "bcast_state_tx", "bcast_state_rx")
+WALKED_COLUMNS = ("type", "node", "ts", "seq", "peer", "proto", "kind", "gen", "side", "fault_id", "detail",
+                  "data_ip")
 
 
 @dataclass(frozen=True)
@@ -219,7 +228,8 @@ class Tables:
                       F.col("t.ts").alias("tx_ts")))
         sent = missing.join(tx, ["msg_id", "sender"], "left").alias("m")
         rx = (self.of_type("data_rx")
-              .select(F.col("node").alias("r_receiver"), F.col("from").alias("r_sender"), F.col("proto").alias("r_proto"),
+              .select(F.col("node").alias("r_receiver"), F.col("from").alias("r_sender"),
+                      F.col("proto").alias("r_proto"),
                       F.col("seqno").alias("r_seqno"), "action", F.col("ts").alias("r_ts")))
         at_receiver = ((F.col("receiver") == F.col("r_receiver")) & (F.col("sender") == F.col("r_sender"))
                        & (F.col("proto") == F.col("r_proto")) & (F.col("seqno") == F.col("r_seqno"))
@@ -279,15 +289,30 @@ class Tables:
                 .groupBy("requester", "sender", "proto", "seqno")
                 .agg(F.count(F.lit(1)).alias("missing_replies")))
 
+    # --- events walked on the driver ---------------------------------------------------------------------------
+    @cached_property
+    def walked_events(self) -> list[dict[str, Any]]:
+        """Every event of `WALKED_TYPES` (`WALKED_COLUMNS` and `at_ts`, see `event_time`), ordered by (ts, node,
+        seq): one job."""
+        rows = (self.of_type(*WALKED_TYPES)
+                .filter((F.col("type") != "resync_tx") | F.col("kind").isin(*SYNC_KINDS))
+                .filter(~F.col("type").startswith("bcast_state") | ((F.col("gen") > 0) & F.col("action").isNull()))
+                .select(*WALKED_COLUMNS, event_time().alias("at_ts")).collect())
+        return sorted((r.asDict() for r in rows), key=lambda e: (e["ts"], e["node"], e["seq"]))
+
+    def walked(self, *types: str) -> list[dict[str, Any]]:
+        """The walked events (`walked_events`) of `types` (each one of `WALKED_TYPES`), ordered by (ts, node, seq)."""
+        unknown = set(types) - set(WALKED_TYPES)
+        if unknown:
+            raise ValueError(f"not walked on the driver: {', '.join(sorted(unknown))} (WALKED_TYPES)")
+        return [e for e in self.walked_events if e["type"] in types]
+
     # --- controller -------------------------------------------------------------------------------------------
     @cached_property
     def controller_events(self) -> list[dict[str, Any]]:
         """The controller's fault, heal and workload events, oldest first, with `at_ts` (see `event_time`)."""
-        rows = (self.of_type("fault_start", "fault_end", "heal")
-                .filter(F.col("node") == CONTROLLER)
-                .select("type", "fault_id", "kind", "detail", "ts", "seq", event_time().alias("at_ts"))
-                .orderBy("at_ts", "ts", "seq").collect())
-        return [r.asDict() for r in rows]
+        return sorted((e for e in self.walked("fault_start", "fault_end", "heal") if e["node"] == CONTROLLER),
+                      key=lambda e: (e["at_ts"], e["ts"], e["seq"]))
 
     @cached_property
     def heal_times(self) -> list[float]:

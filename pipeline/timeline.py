@@ -64,15 +64,20 @@ def timeline(tables: Tables, bucket_s: float) -> DataFrame:
 
 
 def latency_histogram(tables: Tables, bins: int = HISTOGRAM_BINS) -> list[tuple[float, float]]:
-    """Equal-width histogram of delivery latencies: (bin start ms, deliveries), bin width from min to max."""
+    """Equal-width histogram of delivery latencies: (bin start ms, deliveries), bin width from min to max (one job:
+    the bounds are joined to every latency, not collected first)."""
     delivered = tables.delivery_facts.filter(F.col("delivered")).select("latency_ms")
-    low, high = delivered.agg(F.min("latency_ms"), F.max("latency_ms")).collect()[0]
-    if low is None:
+    bounds = delivered.agg(F.min("latency_ms").alias("low"), F.max("latency_ms").alias("high"))
+    even = (F.col("high") - F.col("low")) / F.lit(bins)
+    width = F.when(even != 0, even).otherwise(F.lit(1.0))
+    index = F.least(F.floor((F.col("latency_ms") - F.col("low")) / F.col("width")), F.lit(bins - 1)).alias("i")
+    rows = (delivered.crossJoin(bounds).withColumn("width", width)
+            .groupBy("low", "width", index).agg(F.count(F.lit(1)).alias("n")).collect())
+    if not rows:
         return []
-    width = (high - low) / bins or 1.0
-    index = F.least(F.floor((F.col("latency_ms") - F.lit(low)) / F.lit(width)), F.lit(bins - 1)).alias("i")
-    counts = {int(r["i"]): int(r["count"]) for r in delivered.groupBy(index).count().collect()}
-    return [(low + i * width, float(counts.get(i, 0))) for i in range(bins)]
+    low, width_ms = rows[0]["low"], rows[0]["width"]
+    counts = {int(r["i"]): int(r["n"]) for r in rows}
+    return [(low + i * width_ms, float(counts.get(i, 0))) for i in range(bins)]
 
 
 def duration_s(tables: Tables) -> float:

@@ -18,8 +18,7 @@ from pipeline.checks.registry import register_check
 def periods(ctx: CheckContext) -> tuple[list[dict[str, Any]], int]:
     """Blocked periods (node, proto, peer, start_ts, end_ts, blocked_ms, still_blocked), and unblocks without a
     window_full before them."""
-    rows = (ctx.tables.of_type("window_full", "window_unblocked", "node_start")
-            .select("type", "node", "proto", "peer", "ts", "seq").orderBy("ts", "node", "seq").collect())
+    rows = ctx.tables.walked("window_full", "window_unblocked", "node_start")
     open_: dict[tuple[str, str, str], float] = {}
     out: list[dict[str, Any]] = []
     stray = 0

@@ -20,32 +20,35 @@ KEYS = ["requester", "sender", "proto", "seqno"]
 
 def check(ctx: CheckContext, params: dict[str, Any]) -> Verdict:
     tables = ctx.tables
-    judged = [r["proto"] for r in tables.of_type("data_rx").filter(F.col("resend").isNotNull())
-              .select("proto").distinct().collect()]
     asked = (tables.of_type("xmit_req_tx")
              .select(F.col("node").alias("requester"), F.col("to").alias("sender"), "proto",
                      F.explode("seqnos").alias("seqno"), F.col("ts").alias("req_ts")))
+    # an original is a data_rx whose `resend` is false: only a judged protocol's (one whose data_rx records it)
     originals = (tables.of_type("data_rx").filter(F.col("resend") == F.lit(False))
                  .select(F.col("node").alias("o_requester"), F.col("from").alias("o_sender"),
                          F.col("proto").alias("o_proto"), F.col("seqno").alias("o_seqno"), F.col("ts").alias("o_ts")))
     later = ((F.col("requester") == F.col("o_requester")) & (F.col("sender") == F.col("o_sender"))
              & (F.col("proto") == F.col("o_proto")) & (F.col("seqno") == F.col("o_seqno"))
              & (F.col("o_ts") > F.col("req_ts")))
-    judged_asked = asked.filter(F.col("proto").isin(*judged)) if judged else asked.limit(0)
-    spurious = judged_asked.join(originals, later, "left_semi")
-    totals = asked.agg(F.count(F.lit(1)).alias("all"),
-                       F.sum(F.col("proto").isin(*judged).cast("long") if judged else F.lit(0)).alias("judged"))
-    row = totals.collect()[0]
-    requested, judged_n = int(row["all"] or 0), int(row["judged"] or 0)
-    links = (spurious.groupBy("requester", "sender", "proto")
-             .agg(F.count(F.lit(1)).alias("spurious"), F.countDistinct("seqno").alias("seqnos"),
-                  F.array_sort(F.collect_set("seqno")).alias("examples"))
-             .orderBy(F.desc("spurious"), "requester", "sender", "proto").collect())
+    links_df = (asked.join(originals, later, "left_semi").groupBy("requester", "sender", "proto")
+                .agg(F.count(F.lit(1)).alias("spurious"), F.countDistinct("seqno").alias("seqnos"),
+                     F.array_sort(F.collect_set("seqno")).alias("examples")))
+    # one job for the three: the requests per protocol, the judged protocols, the spurious requests per link
+    rows = (asked.groupBy("proto").agg(F.count(F.lit(1)).alias("requests")).withColumn("part", F.lit("asked"))
+            .unionByName(tables.of_type("data_rx").filter(F.col("resend").isNotNull()).select("proto").distinct()
+                         .withColumn("part", F.lit("judged")), allowMissingColumns=True)
+            .unionByName(links_df.withColumn("part", F.lit("link")), allowMissingColumns=True)
+            .collect())
+    judged = sorted(r["proto"] for r in rows if r["part"] == "judged")
+    requested = sum(int(r["requests"]) for r in rows if r["part"] == "asked")
+    judged_n = sum(int(r["requests"]) for r in rows if r["part"] == "asked" and r["proto"] in judged)
+    links = sorted((r for r in rows if r["part"] == "link"),
+                   key=lambda r: (-r["spurious"], r["requester"], r["sender"], r["proto"]))
     n_spurious = sum(int(r["spurious"]) for r in links)
     pct = 100.0 * n_spurious / judged_n if judged_n else 0.0
     details = {"requests": requested, "judged_requests": judged_n, "unjudged_requests": requested - judged_n,
                "spurious_requests": n_spurious, "spurious_seqnos": sum(int(r["seqnos"]) for r in links),
-               "spurious_pct": round(pct, 3), "judged_protos": sorted(judged),
+               "spurious_pct": round(pct, 3), "judged_protos": judged,
                "links": [{"requester": r["requester"], "sender": r["sender"], "proto": r["proto"],
                           "spurious": int(r["spurious"]), "seqnos": list(r["examples"][:params["show"]])}
                          for r in links[:params["show"]]]}

@@ -16,12 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pyspark.sql import functions as F
-
 from pipeline.checks.base import FAIL, OK, Check, CheckContext, Verdict, over
 from pipeline.checks.registry import register_check
 
-SYNC_KINDS = ("sync", "sync_ok", "sync_ack")
 
 
 @dataclass
@@ -57,11 +54,8 @@ def _downs(ctx: CheckContext) -> list[tuple[float, str]]:
 
 def episodes(ctx: CheckContext) -> list[Episode]:
     """Every handshake and episode of the history with its outcome."""
-    rows = (ctx.tables.of_type("resync_tx", "resync_timeout", "bcast_state_tx", "bcast_state_rx", "node_start")
-            .filter((F.col("type") != "resync_tx") | F.col("kind").isin(*SYNC_KINDS))
-            .filter(~F.col("type").startswith("bcast_state") | ((F.col("gen") > 0) & F.col("action").isNull()))
-            .select("type", "node", "peer", "kind", "gen", "side", "ts", "seq").orderBy("ts", "node", "seq")
-            .collect())
+    # resync_tx of the handshake's kinds, bcast_state_* of a generation and not discarded (`Tables.walked`)
+    rows = ctx.tables.walked("resync_tx", "resync_timeout", "bcast_state_tx", "bcast_state_rx", "node_start")
     events = [(r["ts"], 1, r) for r in rows] + [(ts, 0, {"type": "down", "node": node}) for ts, node in _downs(ctx)]
     events.sort(key=lambda e: (e[0], e[1]))
     sync_open: dict[tuple[str, str], Episode] = {}      # (R, S)

@@ -26,9 +26,8 @@ def _killed_nodes(ctx: CheckContext) -> set[str]:
             kills[str(node)] = max(kills.get(str(node), period.start_ts), period.start_ts)
     if not kills:
         return set()
-    starts = (ctx.tables.of_type("node_start").filter(F.col("node").isin(*kills))
-              .groupBy("node").agg(F.max("ts").alias("ts")).collect())
-    restarted = {r["node"] for r in starts if r["ts"] > kills[r["node"]]}
+    restarted = {e["node"] for e in ctx.tables.walked("node_start")
+                 if e["node"] in kills and e["ts"] > kills[e["node"]]}
     return set(kills) - restarted
 
 
