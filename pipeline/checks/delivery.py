@@ -23,20 +23,23 @@ def check(ctx: CheckContext, params: dict[str, Any]) -> Verdict:
     if ignored:
         facts = facts.filter(~F.col("receiver").isin(*ignored))
     pairs = (facts.groupBy("sender", "receiver")
-             .agg(F.count(F.lit(1)).alias("expected"),
-                  F.sum(F.col("delivered").cast("long")).alias("delivered"))
-             .orderBy("sender", "receiver").collect())
-    table = [{"sender": r["sender"], "receiver": r["receiver"], "expected": int(r["expected"]),
-              "delivered": int(r["delivered"]), "missing": int(r["expected"] - r["delivered"])} for r in pairs]
-    expected = sum(p["expected"] for p in table)
-    missing = sum(p["missing"] for p in table)
-    first_missing, fate_counts = _fates(ctx, ignored, params["show"]) if missing else ([], {})
+             .agg(F.count(F.lit(1)).alias("expected"), F.sum(F.col("delivered").cast("long")).alias("delivered")))
     first = ctx.tables.first_deliveries
     unexpected = (first.filter(F.col("receiver") != F.col("sender"))
                   .join(ctx.tables.delivery_facts.select("msg_id", "receiver"), ["msg_id", "receiver"], "left_anti"))
-    strays = (unexpected.join(ctx.tables.sends.select("msg_id", F.lit(True).alias("was_sent")), "msg_id", "left")
-              .agg(F.count(F.lit(1)).alias("unexpected"),
-                   F.sum(F.col("was_sent").isNull().cast("long")).alias("unsent")).collect()[0])
+    strays_df = (unexpected.join(ctx.tables.sends.select("msg_id", F.lit(True).alias("was_sent")), "msg_id", "left")
+                 .agg(F.count(F.lit(1)).alias("unexpected"),
+                      F.sum(F.col("was_sent").isNull().cast("long")).alias("unsent")))
+    # one job for both: the pairs' counts, and the deliveries nobody expected
+    rows = (pairs.withColumn("part", F.lit("pair"))
+            .unionByName(strays_df.withColumn("part", F.lit("strays")), allowMissingColumns=True).collect())
+    [strays] = [r for r in rows if r["part"] == "strays"]
+    table = sorted(({"sender": r["sender"], "receiver": r["receiver"], "expected": int(r["expected"]),
+                     "delivered": int(r["delivered"]), "missing": int(r["expected"] - r["delivered"])}
+                    for r in rows if r["part"] == "pair"), key=lambda p: (p["sender"], p["receiver"]))
+    expected = sum(p["expected"] for p in table)
+    missing = sum(p["missing"] for p in table)
+    first_missing, fate_counts = _fates(ctx, ignored, params["show"]) if missing else ([], {})
     details = {
         "expected": expected, "delivered": expected - missing, "missing": missing,
         "pairs": table, "missing_msgs": [r.asDict() for r in first_missing],

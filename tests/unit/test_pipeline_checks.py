@@ -99,13 +99,14 @@ def test_the_fates_of_missing_deliveries_are_kept_only_when_some_are_missing(tmp
 @pytest.mark.parametrize("results, jobs", [
     ({"blocked": ("ok", "periods", 3), "sync_handshakes": ("fail", "handshakes", 5)}, 2),
     ({"spurious_xmit": ("ok", "spurious_requests", 1)}, 3),
+    ({"delivery": ("ok", "unexpected_deliveries", 0)}, 3),
 ])
 def test_the_checks_ask_spark_once_for_what_they_walk_and_once_each_for_their_counts(tmp_path, spark,  # noqa: F811
                                                                                       monkeypatch, results, jobs):
     """A Spark job costs about 0.1 s of the driver's CPU whatever it reads: the events the checks walk on the driver
     (the controller's, window states, handshakes) come in one job for all of them (`Tables.walked`), and the
-    spurious_xmit check's counts in one. Asked here: the reader's statistics, the walked events (the heal times need
-    them first), then spurious_xmit's counts."""
+    spurious_xmit check's counts in one, and the delivery check's pairs and unexpected deliveries in one. Asked here:
+    the reader's statistics, the walked events (the heal times need them first), then each check's counts."""
     pf.only_checks(monkeypatch, *results)
     collects: list[int] = []
     collect = DataFrame.collect
