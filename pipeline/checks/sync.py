@@ -20,7 +20,6 @@ from pipeline.checks.base import FAIL, OK, Check, CheckContext, Verdict, over
 from pipeline.checks.registry import register_check
 
 
-
 @dataclass
 class Episode:
     """One handshake: `kind` sync (initiator = receiver R, other = sender S) or bcast_state (initiator = sender S,
