@@ -96,25 +96,25 @@ def test_the_fates_of_missing_deliveries_are_kept_only_when_some_are_missing(tmp
     assert lost.checks["delivery"].details["missing_fates"] == {"never_arrived": 1} and len(asked) == 1
 
 
-@pytest.mark.parametrize("results, jobs", [
+@pytest.mark.parametrize("results, collects", [
     ({"blocked": ("ok", "periods", 3), "sync_handshakes": ("fail", "handshakes", 5)}, 2),
     ({"spurious_xmit": ("ok", "spurious_requests", 1)}, 3),
     ({"delivery": ("ok", "unexpected_deliveries", 0)}, 3),
 ])
 def test_the_checks_ask_spark_once_for_what_they_walk_and_once_each_for_their_counts(tmp_path, spark,  # noqa: F811
-                                                                                      monkeypatch, results, jobs):
+                                                                                      monkeypatch, results, collects):
     """A Spark job costs about 0.1 s of the driver's CPU whatever it reads: the events the checks walk on the driver
     (the controller's, window states, handshakes) come in one job for all of them (`Tables.walked`), and the
     spurious_xmit check's counts in one, and the delivery check's pairs and unexpected deliveries in one. Asked here:
     the reader's statistics, the walked events (the heal times need them first), then each check's counts."""
     pf.only_checks(monkeypatch, *results)
-    collects: list[int] = []
+    asked: list[DataFrame] = []
     collect = DataFrame.collect
-    monkeypatch.setattr(DataFrame, "collect", lambda df: (collects.append(1), collect(df))[1])
+    monkeypatch.setattr(DataFrame, "collect", lambda df: (asked.append(df), collect(df))[1])
     summary = api.analyze(pf.with_verb_anomalies().write(tmp_path / "run"), spark=spark, report=False)
     for name, (status, key, value) in results.items():
         assert (summary.checks[name].status, summary.checks[name].details[key]) == (status, value), name
-    assert len(collects) == jobs
+    assert len(asked) == collects
 
 
 @pytest.mark.parametrize("action, fate", [("below_window", "discarded (below_window)"),
