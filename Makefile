@@ -28,15 +28,15 @@ images: host-deps venv
 images-all: host-deps venv
 	$(BIN)/splitlab images --kind all
 
-## the tests: unit tests beside the real-container cluster and scenario tests (needs root and Docker), in two
+## the tests: unit tests beside the real-container cluster and scenario tests (needs root and Docker), in three
 ## pytest-xdist workers; the timing-sensitive container tests run in one of them, one after the other, the
-## multi-host tests and the container tests no timing decides in the other (tests/conftest.py)
+## multi-host tests and the container tests no timing decides in the others (tests/conftest.py)
 ## (tests marked `long` run in `make bench` instead); the doctor first: an engine that cannot create a network fails
 ## here in seconds, not in every container test after 60 s
 test: images-all
 	$(BIN)/splitlab doctor
 	@mkdir -p runs
-	$(BIN)/pytest tests -ra -n 2 -m "not long" --junitxml=runs/junit.xml $(PYTEST_ARGS)
+	$(BIN)/pytest tests -ra -n 3 -m "not long" --junitxml=runs/junit.xml $(PYTEST_ARGS)
 
 ## unit tests only (no root, no Docker)
 unit: venv
