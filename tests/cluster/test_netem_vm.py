@@ -36,7 +36,7 @@ VM_TIMEOUT_S = 180  # boot and guest check take ~30 s under TCG on 2 cores
 KVM_BANNER_S = 8.0  # a working KVM prints "Linux version" within ~2 s
 GUEST_MEMORY_MB = 1024
 # the guest's clock runs only while qemu does: qemu runs at SCHED_FIFO's lowest priority (as the shaper), where that
-# is refused at nice -10 in its own session's autogroup. Nice -10 alone was not enough beside three test workers: the
+# is refused, at nice -10 in its own session's autogroup. Nice -10 alone was not enough beside three test workers: the
 # guest lost the CPU for milliseconds at a time (a fixed 20 ms delay measured with a p99 of 33.6 ms, the jitter's
 # mean 22.3 ms). Its one vCPU holds at most one core, and the kernel's real-time throttling bounds even that.
 QEMU_REALTIME_PRIORITY = 1
