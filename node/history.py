@@ -277,10 +277,13 @@ def expand(event: Any) -> list[Any]:
 
 def read(path: Path) -> list[dict[str, Any]]:
     """Every event of a history file in the order its writer recorded them (runs expanded: see `expand`), for
-    readers outside the analysis (tests, the node conformance check). Raises HistoryError for a line that is not a
-    JSON object or a bad run; a restarted writer (a `seq` back at 1) starts a new stretch, each ordered by `seq`."""
+    readers outside the analysis (tests, live while the node writes). Raises HistoryError for a line that is not a
+    JSON object or a bad run; a restarted writer (a `seq` back at 1) starts a new stretch, each ordered by `seq`.
+    A last line without its newline is one the writer is still writing (a flush is seen half-way): it is left for
+    the next read (the analysis reports such a line of a finished history as truncated: pipeline.reader)."""
     stretches: list[list[dict[str, Any]]] = [[]]
-    for number, line in enumerate(Path(path).read_bytes().splitlines(), 1):
+    data = Path(path).read_bytes()
+    for number, line in enumerate(data[:data.rfind(b"\n") + 1].splitlines(), 1):
         if not line.strip():
             continue
         try:

@@ -104,6 +104,19 @@ def test_a_restarted_writer_appends_a_stretch_of_its_own(tmp_path):
         (1, "n1.1.0"), (2, "n1.1.1"), (3, "n1.1.2"), (4, None), (1, "n1.2.0"), (2, "n1.2.1"), (3, "n1.2.2"), (4, None)]
 
 
+def test_a_line_still_being_written_is_left_for_the_next_read(tmp_path):
+    path = tmp_path / "n1.jsonl"
+    with HistoryWriter(path, "r1", "n1", clock=lambda: 5.0) as writer:
+        writer.emit("app_send", msg_id="n1.1", kind="unicast", to="n2")
+    whole = path.read_bytes()
+    with path.open("ab") as half_flushed:
+        half_flushed.write(whole[:len(whole) // 2])  # a writer's flush, seen half-way
+    assert [e["msg_id"] for e in read(path)] == ["n1.1"]
+    with path.open("ab") as rest:
+        rest.write(whole[len(whole) // 2:])
+    assert [e["msg_id"] for e in read(path)] == ["n1.1", "n1.1"]
+
+
 @pytest.mark.parametrize("rows, why", [
     ({"ts": [1.0, 2.0], "seq": [1], "msg_id": ["a", "b"]}, "different lengths"),
     ({"ts": [1.0], "msg_id": ["a"]}, "lacks 'ts' or 'seq'"),
