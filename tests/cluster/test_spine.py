@@ -136,9 +136,9 @@ def test_runs_side_by_side_and_down_removes_exactly_one(splitlab_up):
 
 def test_a_failed_start_removes_what_it_started(splitlab_up, tmp_path):
     run_id = f"t-fail-{secrets.token_hex(3)}"
-    with pytest.raises(EnvironmentProblem) as info:
-        splitlab_up(2, run_id=run_id, wait_timeout_s=0.01)
-    assert "did not hear all others" in str(info.value)
+    with pytest.raises(EnvironmentProblem) as info:  # n2 is told it is alone: it never hears n1, however long
+        splitlab_up(2, run_id=run_id, wait_timeout_s=2, node_env={"n2": {"SPLITLAB_MEMBERS": "n2"}})
+    assert "nodes n1, n2 did not hear all others" in str(info.value)
     assert labelled(run_id) == ([], [])
 
 
