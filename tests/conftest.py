@@ -24,12 +24,15 @@ import pytest
 CONTAINER_DIRS = ("tests/cluster/", "tests/scenarios/")
 # The second work unit, beside the container tests: the multi-host tests, the netem VM, and the container tests whose
 # outcome no timing decides (a cluster's lifecycle and clean-up, the node contract item by item, captures decoded,
-# addresses and keys, the real JGroups' own traffic, fuzzed datagrams, metrics), in collection order
+# addresses and keys, the real JGroups' own traffic, fuzzed datagrams, metrics, a repeat's tally of verdicts, a shrink
+# to a one-way cut that blocks for as long as it lasts, a short torture whose invariants hold whatever the timing),
+# in collection order
 BESIDE_CONTAINERS = ("tests/cluster/test_multihost.py", "tests/cluster/test_netem_vm.py",
                      "tests/cluster/test_spine.py", "tests/cluster/test_wireshark_cluster.py",
                      "tests/cluster/test_ipv6_cluster.py", "tests/cluster/test_auth_cluster.py",
                      "tests/cluster/test_jgroups_cluster.py", "tests/cluster/test_fuzz_cluster.py",
-                     "tests/cluster/test_live_metrics_cluster.py")
+                     "tests/cluster/test_live_metrics_cluster.py", "tests/cluster/test_repeat_cluster.py",
+                     "tests/cluster/test_shrink_cluster.py", "tests/scenarios/test_torture_short.py")
 # Not containers, but a load on the whole machine that timing-sensitive container tests must not run beside: a
 # Spark standalone cluster (two worker JVMs, executors, an analysis). Beside the scenario tests it spread node
 # starts by 2 s and failed test_a_restarted_senders_new_life_is_heard in 3 of 4 CI runs.
