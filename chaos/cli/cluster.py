@@ -20,8 +20,8 @@ def cmd_images(args: argparse.Namespace) -> int:
     from chaos.cluster import kinds
 
     chosen = sorted(kinds.KINDS) if args.kind == "all" else [kinds.kind(args.kind).name]
-    for name, tag in kinds.build_kinds(chosen, progress).items():
-        console.print(f"{name} node image ready: {tag}")
+    for name, tag in kinds.build_kinds(chosen, progress, bed=args.bed).items():
+        console.print(f"{name}{' node' if name in kinds.KINDS else ''} image ready: {tag}")
     return 0
 
 
@@ -147,9 +147,13 @@ def cmd_compose_template(args: argparse.Namespace) -> int:
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = add_verb(sub, "images", "build the base and node images (only what changed)", cmd_images,
                  examples=["splitlab images", "splitlab images --kind all   # also the real JGroups node's",
+                           "splitlab images --kind all --bed   # and the multi-host test bed's (make test)",
                            "BASE_IMAGE=python:3.11-slim splitlab images   # skip debootstrap"])
     p.add_argument("--kind", default="splitlab", metavar="KIND",
                    help="the node kind whose image to build: splitlab (default), jgroups, or all")
+    p.add_argument("--bed", action="store_true",
+                   help="also the images of multi-host runs on the test bed (`splitlab bed up`): its hosts' and the "
+                        "shaper agent's, which multi-host runs otherwise build when they first need them")
 
     p = add_verb(sub, "up", "start a cluster and wait until every node hears every other one", cmd_up,
                  examples=["splitlab up -n 5", "splitlab up -n 3 --run-id mytest --json",

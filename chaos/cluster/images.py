@@ -12,8 +12,9 @@
   imports, `AGENT_MODULES`) and scapy (a pure-Python wheel, fetched by the controller's pip); it runs the shaper
   inside a node's namespace on another host of a multi-host run (chaos.net.shaper.remote).
   Tagged `splitlab-agent:<hash>`; built on demand by `up --inventory`.
-- JGroups node image (`images/jgroups/`): a base of its own (minbase plus `images/jgroups/packages.txt`: Debian's
-  Java runtime and `libjgroups-java`, the real JGroups 2.12.2), the JGroups node (`jgnode/`, which reuses the
+- JGroups node image (`images/jgroups/`): a base of its own (`images/jgbase/`: the base image plus Debian's Java
+  runtime and `libjgroups-java`, the real JGroups 2.12.2, installed by apt in a `docker build`; tagged
+  `splitlab-jgbase:<hash>`), the JGroups node (`jgnode/`, which reuses the
   node's control API, history and workloads from `node/`) with its Python dependencies (the `node` and `jgroups`
   extras: JPype drives the JVM) and the trace protocol (`images/jgroups/java/`), compiled here with the host's
   javac against the image's own jar. Tagged `splitlab-jgroups:<hash>`; built by `make images`.
@@ -32,6 +33,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import tomllib
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
@@ -69,6 +71,14 @@ AGENT_MODULES = ("chaos/__init__.py", "chaos/faults/__init__.py", "chaos/faults/
                  "jgnode/reader.py", "jgnode/wire.py")
 # What they import lazily: the scapy dissector, once a message rule exists.
 AGENT_LAZY_IMPORTS = ("chaos.wire.dissect",)
+BASE_PACKAGES = "images/base/packages.txt"
+# The images built on the base by a `docker build` of their folder (`build_layer`), each tagged by the base's tag and
+# the folder's files
+JGROUPS_BASE_DIR = "images/jgbase"
+HOSTBED_DIR = "images/hostbed"
+# One debootstrap of the base at a time in this process: `splitlab images --kind all` builds both kinds' chains at
+# once, and both start from the base
+_BASE_BUILD = threading.Lock()
 
 Log = Callable[[str], None]
 
@@ -81,22 +91,8 @@ def _sha(parts: list[bytes]) -> str:
     return digest.hexdigest()[:12]
 
 
-@dataclass(frozen=True)
-class BaseRecipe:
-    """A debootstrapped base image: its repository name and the file listing its Debian packages. `registry_ok`:
-    $BASE_IMAGE may stand in for it (a registry's python image has no Java or JGroups)."""
-
-    repo: str
-    packages_file: str
-    registry_ok: bool
-
-
-NODE_BASE = BaseRecipe(BASE_REPO, "images/base/packages.txt", True)
-JGROUPS_BASE = BaseRecipe(JGROUPS_BASE_REPO, "images/jgroups/packages.txt", False)
-
-
-def base_packages(repo: Path = REPO, recipe: BaseRecipe = NODE_BASE) -> list[str]:
-    text = (repo / recipe.packages_file).read_text()
+def base_packages(repo: Path = REPO) -> list[str]:
+    text = (repo / BASE_PACKAGES).read_text()
     return [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
 
 
@@ -112,17 +108,12 @@ def node_dependencies(repo: Path = REPO) -> list[str]:
     return dependencies("node", repo)
 
 
-def _registry_base(recipe: BaseRecipe) -> str | None:
-    return os.environ.get("BASE_IMAGE") if recipe.registry_ok else None
-
-
-def base_tag(repo: Path = REPO, recipe: BaseRecipe = NODE_BASE) -> str:
-    """The base image to build on: $BASE_IMAGE if set (and the recipe allows it), else
-    `<recipe repo>:<hash of the recipe>`."""
-    if (given := _registry_base(recipe)) is not None:
+def base_tag(repo: Path = REPO) -> str:
+    """The base image to build on: $BASE_IMAGE if set, else `splitlab-base:<hash of the recipe>`."""
+    if (given := os.environ.get("BASE_IMAGE")) is not None:
         return given
-    inputs = [RECIPE_VERSION, SUITE, VARIANT, *TRIM_PATHS, *base_packages(repo, recipe)]
-    return f"{recipe.repo}:{_sha([s.encode() for s in inputs])}"
+    inputs = [RECIPE_VERSION, SUITE, VARIANT, *TRIM_PATHS, *base_packages(repo)]
+    return f"{BASE_REPO}:{_sha([s.encode() for s in inputs])}"
 
 
 def node_tag(repo: Path = REPO) -> str:
@@ -184,12 +175,18 @@ def debian_mirror(apt_dir: Path = Path("/etc/apt")) -> str:
                              hint="set DEBIAN_MIRROR=<mirror URL>, or BASE_IMAGE=python:3.11-slim if you have a registry")
 
 
-def build_base(log: Log, repo: Path = REPO, recipe: BaseRecipe = NODE_BASE) -> str:
-    """Build the base image of `recipe` unless it exists; returns its tag. Needs root and debootstrap."""
-    tag = base_tag(repo, recipe)
-    if _registry_base(recipe) is not None:
+def build_base(log: Log, repo: Path = REPO) -> str:
+    """Build the base image unless it exists; returns its tag. Needs root and debootstrap. A second caller in this
+    process waits for the first's build instead of making its own."""
+    tag = base_tag(repo)
+    if "BASE_IMAGE" in os.environ:
         log(f"base image: {tag} (from BASE_IMAGE)")
         return tag
+    with _BASE_BUILD:
+        return _debootstrap_base(tag, repo, log)
+
+
+def _debootstrap_base(tag: str, repo: Path, log: Log) -> str:
     if image_exists(tag):
         log(f"base image: {tag} (up to date)")
         return tag
@@ -200,7 +197,7 @@ def build_base(log: Log, repo: Path = REPO, recipe: BaseRecipe = NODE_BASE) -> s
     log(f"base image: building {tag} with debootstrap {SUITE} ({VARIANT}) ...")
     root = Path(tempfile.mkdtemp(prefix="splitlab-base-"))
     try:
-        run(["debootstrap", f"--variant={VARIANT}", f"--include={','.join(base_packages(repo, recipe))}", SUITE, str(root),
+        run(["debootstrap", f"--variant={VARIANT}", f"--include={','.join(base_packages(repo))}", SUITE, str(root),
              mirror], timeout_s=1800, hint="install debootstrap (apt-get install debootstrap) and check the mirror")
         for rel in TRIM_PATHS:
             target = root / rel
@@ -302,7 +299,8 @@ def jgroups_dependencies(repo: Path = REPO) -> list[str]:
 def jgroups_tag(repo: Path = REPO) -> str:
     """`splitlab-jgroups:<hash>` of its base, its Dockerfile, its Python dependencies, the node and JGroups-node
     sources it carries and the trace protocol's Java sources."""
-    parts = [base_tag(repo, JGROUPS_BASE).encode(), (repo / "images/jgroups/Dockerfile").read_bytes(),
+    parts = [layer_tag(repo, JGROUPS_BASE_REPO, JGROUPS_BASE_DIR).encode(),
+             (repo / "images/jgroups/Dockerfile").read_bytes(),
              "\n".join(jgroups_dependencies(repo)).encode()]
     parts += _tree_parts(repo, compiled.node_sources(repo) + _sources(repo, "jgnode", ".py")
                          + _sources(repo, JAVA_SOURCES, ".java"))
@@ -333,13 +331,13 @@ def _compile_trace(base: str, ctx: Path, repo: Path) -> None:
 
 
 def build_jgroups(log: Log, repo: Path = REPO) -> str:
-    """Build the JGroups node image (and its base) unless an image for the current inputs exists; returns its
-    tag. Needs root, debootstrap and javac."""
+    """Build the JGroups node image (and its bases) unless an image for the current inputs exists; returns its
+    tag. Needs root, debootstrap, javac, and the Debian mirror from containers (its base's packages)."""
     tag = jgroups_tag(repo)
     if image_exists(tag):
         log(f"JGroups node image: {tag} (up to date)")
         return tag
-    base = build_base(log, repo, JGROUPS_BASE)
+    base = build_layer(log, "JGroups base image", JGROUPS_BASE_REPO, JGROUPS_BASE_DIR, repo)
 
     def prepare(ctx: Path) -> None:
         _install_wheels(jgroups_dependencies(repo), ctx / "site", repo, log)
@@ -350,28 +348,38 @@ def build_jgroups(log: Log, repo: Path = REPO) -> str:
     return _build_from_context("JGroups node image", tag, base, JGROUPS_REPO, prepare, log)
 
 
+def layer_tag(repo: Path, repo_name: str, folder: str) -> str:
+    """`<repo_name>:<hash>` of the base tag and the files of `folder` (an image `build_layer` makes)."""
+    parts = [base_tag(repo).encode()]
+    for path in sorted((repo / folder).iterdir()):
+        parts += [path.name.encode(), path.read_bytes()]
+    return f"{repo_name}:{_sha(parts)}"
+
+
+def build_layer(log: Log, what: str, repo_name: str, folder: str, repo: Path = REPO) -> str:
+    """The image of `folder`'s Dockerfile on the base, built unless it exists (the builds install Debian
+    packages: the Debian mirror must be reachable from containers); returns its tag."""
+    tag = layer_tag(repo, repo_name, folder)
+    if image_exists(tag):
+        log(f"{what}: {tag} (up to date)")
+        return tag
+    base = build_base(log, repo)
+    log(f"{what}: building {tag} on {base} (apt-get install ...)")
+    run(["docker", "build", "--quiet", "--force-rm", "--build-arg", f"BASE_IMAGE={base}", "-t", tag,
+         str(repo / folder)], timeout_s=1800,
+        hint="the build installs Debian packages: the Debian mirror must be reachable from containers")
+    log(f"{what}: built {tag}")
+    return tag
+
+
 def hostbed_tag(repo: Path = REPO) -> str:
     """`splitlab-hostbed:<hash>` of the base tag and the files of `images/hostbed/`."""
-    parts = [base_tag(repo).encode()]
-    for path in sorted((repo / "images/hostbed").iterdir()):
-        parts += [path.name.encode(), path.read_bytes()]
-    return f"{HOSTBED_REPO}:{_sha(parts)}"
+    return layer_tag(repo, HOSTBED_REPO, HOSTBED_DIR)
 
 
 def build_hostbed(log: Log, repo: Path = REPO) -> str:
-    """Build the test-bed host image unless it exists (its build installs Debian packages: the Debian mirror
-    must be reachable from containers); returns its tag."""
-    tag = hostbed_tag(repo)
-    if image_exists(tag):
-        log(f"test-bed host image: {tag} (up to date)")
-        return tag
-    base = build_base(log, repo)
-    log(f"test-bed host image: building {tag} on {base} (apt-get install docker.io openssh-server ...)")
-    run(["docker", "build", "--quiet", "--force-rm", "--build-arg", f"BASE_IMAGE={base}", "-t", tag,
-         str(repo / "images/hostbed")], timeout_s=1800,
-        hint="the build installs Debian packages: the Debian mirror must be reachable")
-    log(f"test-bed host image: built {tag}")
-    return tag
+    """Build the test-bed host image unless it exists; returns its tag."""
+    return build_layer(log, "test-bed host image", HOSTBED_REPO, HOSTBED_DIR, repo)
 
 
 def _agent_files(repo: Path) -> list[Path]:

@@ -57,14 +57,24 @@ KINDS: dict[str, NodeKind] = {
 DEFAULT_KIND = "splitlab"
 
 
-def build_kinds(names: list[str], log: Log) -> dict[str, str]:
+# The images of a multi-host run on the test bed (chaos.hosts.bed), which `build_kinds` builds when asked
+BED_IMAGES = ("test-bed host", "shaper agent")
+
+
+def build_kinds(names: list[str], log: Log, bed: bool = False) -> dict[str, str]:
     """Build the images of the kinds `names` (what is missing of each), the kinds side by side: each chain is
-    mostly waiting (debootstrap's downloads and unpacking, `docker import`, `docker build`) and the two share no
-    image, so on a fresh machine building both at once saves about a minute of `make test`. Returns each kind's
-    tag; the first failure is raised once every build has ended (leaving the pool waits for them all: none is
-    left half-way in the background)."""
-    with ThreadPoolExecutor(max_workers=max(1, len(names)), thread_name_prefix="images") as pool:
+    mostly waiting (debootstrap's downloads and unpacking, `docker import`, `docker build`); both start from the
+    base image, which the first to need it builds while the other waits (`images.build_base`). `bed`: also the
+    `BED_IMAGES`, the test-bed hosts' image beside the kinds and the shaper agent's after the splitlab node image it
+    is built on (built for it when not asked). Returns each kind's tag and each bed image's; the first failure is
+    raised once every build has ended (leaving the pool waits for them all: none is left half-way in the
+    background)."""
+    with ThreadPoolExecutor(max_workers=max(1, len(names)) + 3 * bed, thread_name_prefix="images") as pool:
         futures = {name: pool.submit(KINDS[name].build, log) for name in names}
+        if bed:
+            node = futures.get(DEFAULT_KIND) or pool.submit(KINDS[DEFAULT_KIND].build, log)
+            futures[BED_IMAGES[0]] = pool.submit(images.build_hostbed, log)
+            futures[BED_IMAGES[1]] = pool.submit(lambda: (node.result(), images.build_agent(log))[1])
     return {name: future.result() for name, future in futures.items()}
 
 

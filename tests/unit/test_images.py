@@ -2,6 +2,7 @@
 import shutil
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -63,8 +64,34 @@ def test_tags_change_exactly_with_their_inputs(repo_copy, monkeypatch):
     packages = repo_copy / "images" / "base" / "packages.txt"
     packages.write_text(packages.read_text() + "iproute2\n")
     assert images.base_tag(repo_copy) != base and images.node_tag(repo_copy) != node2
+    base, jgroups = images.base_tag(repo_copy), images.jgroups_tag(repo_copy)
+    jgbase_packages = repo_copy / "images" / "jgbase" / "packages.txt"
+    jgbase_packages.write_text(jgbase_packages.read_text() + "procps\n")
+    assert images.base_tag(repo_copy) == base and images.jgroups_tag(repo_copy) != jgroups
+    jgroups = images.jgroups_tag(repo_copy)
+    packages.write_text(packages.read_text() + "procps\n")  # the JGroups base is built on the base
+    assert images.jgroups_tag(repo_copy) != jgroups
     monkeypatch.setenv("BASE_IMAGE", "python:3.11-slim")
     assert images.base_tag(repo_copy) == "python:3.11-slim"
+
+
+def test_two_chains_that_need_the_base_at_once_make_it_one_after_the_other(monkeypatch):
+    """`--kind all` builds both kinds' chains at once and both start from the base: the second waits for the
+    first's debootstrap (which leaves the image for it) instead of making its own beside it."""
+    monkeypatch.delenv("BASE_IMAGE", raising=False)
+    inside, most = [], []
+
+    def debootstrap(tag, repo, log):
+        inside.append(tag)
+        most.append(len(inside))
+        time.sleep(0.2)
+        inside.pop()
+        return tag
+
+    monkeypatch.setattr(images, "_debootstrap_base", debootstrap)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        tags = list(pool.map(lambda _: images.build_base(lambda line: None), range(2)))
+    assert tags == [images.base_tag()] * 2 and most == [1, 1]
 
 
 def test_node_dependencies_are_the_node_extra_only():
@@ -95,6 +122,29 @@ def test_the_kinds_images_are_built_side_by_side(monkeypatch):
     logged = []
     assert kinds.build_kinds(["a", "b"], logged.append) == {"a": "a:t", "b": "b:t"}
     assert sorted(logged) == ["a built", "b built"]
+
+
+def test_the_bed_images_come_beside_the_kinds_and_the_agent_after_the_node_image(monkeypatch):
+    """`--bed`: the test-bed hosts' image is built while the kinds' are (each of the three here waits for the others
+    to have started), the shaper agent's once the splitlab node image it is built on exists."""
+    all_started = threading.Barrier(3, timeout=5)
+    done: list[str] = []
+
+    def build(name):
+        def run(log):
+            all_started.wait()
+            time.sleep(0.05)
+            done.append(name)
+            return f"{name}:t"
+        return run
+
+    _kinds(monkeypatch, {"splitlab": build("splitlab"), "jgroups": build("jgroups")})
+    monkeypatch.setattr(images, "build_hostbed", build("hostbed"))
+    monkeypatch.setattr(images, "build_agent", lambda log: (done.append("agent"), "agent:t")[1])
+    tags = kinds.build_kinds(["jgroups", "splitlab"], lambda line: None, bed=True)
+    assert tags == {"jgroups": "jgroups:t", "splitlab": "splitlab:t", "test-bed host": "hostbed:t",
+                    "shaper agent": "agent:t"}
+    assert sorted(done) == ["agent", "hostbed", "jgroups", "splitlab"] and done.index("agent") > done.index("splitlab")
 
 
 def test_a_failed_build_is_raised_once_the_other_has_ended(monkeypatch):
