@@ -36,12 +36,14 @@ images: setup
 images-all: setup
 	$(BIN)/splitlab images --kind all
 
-## the tests: unit tests beside the real-container cluster and scenario tests (needs root and Docker), in three
+## the tests: every node kind's image and the multi-host test bed's (built beside them, not in the first multi-host
+## test); unit tests beside the real-container cluster and scenario tests (needs root and Docker), in three
 ## pytest-xdist workers; the timing-sensitive container tests run in one of them, one after the other, the
 ## multi-host tests and the container tests no timing decides in the others (tests/conftest.py)
 ## (tests marked `long` run in `make bench` instead); the doctor first: an engine that cannot create a network fails
 ## here in seconds, not in every container test after 60 s
-test: images-all
+test: setup
+	$(BIN)/splitlab images --kind all --bed
 	$(BIN)/splitlab doctor
 	@mkdir -p runs
 	$(BIN)/pytest tests -ra -n 3 -m "not long" --junitxml=runs/junit.xml $(PYTEST_ARGS)
