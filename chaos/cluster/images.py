@@ -11,15 +11,15 @@
 - Shaper agent image (`images/agent/`): the node image plus the NFQUEUE shaper (`chaos.net.shaper` and what it
   imports, `AGENT_MODULES`) and scapy (a pure-Python wheel, fetched by the controller's pip); it runs the shaper
   inside a node's namespace on another host of a multi-host run (chaos.net.shaper.remote).
-  Tagged `splitlab-agent:<hash>`; built on demand by `up --inventory`.
+  Tagged `splitlab-agent:<hash>`; built on demand by `up --inventory`, or by `splitlab images --bed`.
 - JGroups node image (`images/jgroups/`): a base of its own (`images/jgbase/`: the base image plus Debian's Java
   runtime and `libjgroups-java`, the real JGroups 2.12.2, installed by apt in a `docker build`; tagged
   `splitlab-jgbase:<hash>`), the JGroups node (`jgnode/`, which reuses the
   node's control API, history and workloads from `node/`) with its Python dependencies (the `node` and `jgroups`
   extras: JPype drives the JVM) and the trace protocol (`images/jgroups/java/`), compiled here with the host's
-  javac against the image's own jar. Tagged `splitlab-jgroups:<hash>`; built by `make images`.
+  javac against the image's own jar. Tagged `splitlab-jgroups:<hash>`; built by `make images-all`.
 - Test-bed host image (`images/hostbed/`): the base plus Debian's docker.io and openssh-server, for the multi-host
-  test bed (`chaos.hosts.bed`); built on demand, tagged `splitlab-hostbed:<hash>`.
+  test bed (`chaos.hosts.bed`); built on demand or by `splitlab images --bed`, tagged `splitlab-hostbed:<hash>`.
 
 `BASE_IMAGE=python:3.11-slim` skips debootstrap for users who have a registry; `SPLITLAB_NODE_IMAGE=<tag>`
 makes runs use that image instead of the one for the current sources.
