@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the host packages splitlab needs when they are missing (Debian/Ubuntu, as root): debootstrap (base image),
+# Installs the host packages splitlab needs when they are missing (Debian/Ubuntu, as root): mmdebstrap (base image),
 # iptables and iproute2 (faults), util-linux (nsenter/unshare), a Java runtime for Spark and a JDK for the JGroups
 # image's trace protocol, python3-venv; gcc and python3-dev for the node's compiled build (mypyc); qemu-system-x86,
 # busybox-static, kmod and cpio for the netem VM test (tests/netem_vm: Debian's kernel with sch_netem, booted in
@@ -11,7 +11,7 @@ set -euo pipefail
 need=()
 have_cmd() { command -v "$1" >/dev/null 2>&1; }
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
-have_cmd debootstrap || need+=(debootstrap)
+have_cmd mmdebstrap || need+=(mmdebstrap)
 have_cmd iptables || need+=(iptables)
 have_cmd ip || need+=(iproute2)
 have_cmd tc || need+=(iproute2)

@@ -148,7 +148,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = add_verb(sub, "images", "build the base and node images (only what changed)", cmd_images,
                  examples=["splitlab images", "splitlab images --kind all   # also the real JGroups node's",
                            "splitlab images --kind all --bed   # and the multi-host test bed's (make test)",
-                           "BASE_IMAGE=python:3.11-slim splitlab images   # skip debootstrap"])
+                           "BASE_IMAGE=python:3.11-slim splitlab images   # skip mmdebstrap"])
     p.add_argument("--kind", default="splitlab", metavar="KIND",
                    help="the node kind whose image to build: splitlab (default), jgroups, or all")
     p.add_argument("--bed", action="store_true",

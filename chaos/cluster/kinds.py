@@ -63,7 +63,7 @@ BED_IMAGES = ("test-bed host", "shaper agent")
 
 def build_kinds(names: list[str], log: Log, bed: bool = False) -> dict[str, str]:
     """Build the images of the kinds `names` (what is missing of each), the kinds side by side: each chain is
-    mostly waiting (debootstrap's downloads and unpacking, `docker import`, `docker build`); both start from the
+    mostly waiting (mmdebstrap's downloads and unpacking, `docker import`, `docker build`); both start from the
     base image, which the first to need it builds while the other waits (`images.build_base`). `bed`: also the
     `BED_IMAGES`, the test-bed hosts' image beside the kinds and the shaper agent's after the splitlab node image it
     is built on (built for it when not asked). Returns each kind's tag and each bed image's; the first failure is

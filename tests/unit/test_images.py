@@ -77,18 +77,18 @@ def test_tags_change_exactly_with_their_inputs(repo_copy, monkeypatch):
 
 def test_two_chains_that_need_the_base_at_once_make_it_one_after_the_other(monkeypatch):
     """`--kind all` builds both kinds' chains at once and both start from the base: the second waits for the
-    first's debootstrap (which leaves the image for it) instead of making its own beside it."""
+    first's mmdebstrap (which leaves the image for it) instead of making its own beside it."""
     monkeypatch.delenv("BASE_IMAGE", raising=False)
     inside, most = [], []
 
-    def debootstrap(tag, repo, log):
+    def bootstrap(tag, repo, log):
         inside.append(tag)
         most.append(len(inside))
         time.sleep(0.2)
         inside.pop()
         return tag
 
-    monkeypatch.setattr(images, "_debootstrap_base", debootstrap)
+    monkeypatch.setattr(images, "_bootstrap_base", bootstrap)
     with ThreadPoolExecutor(max_workers=2) as pool:
         tags = list(pool.map(lambda _: images.build_base(lambda line: None), range(2)))
     assert tags == [images.base_tag()] * 2 and most == [1, 1]
@@ -151,7 +151,7 @@ def test_a_failed_build_is_raised_once_the_other_has_ended(monkeypatch):
     ended = threading.Event()
 
     def fails(log):
-        raise EnvironmentProblem("debootstrap failed")
+        raise EnvironmentProblem("mmdebstrap failed")
 
     def slow(log):
         time.sleep(0.2)
@@ -159,7 +159,7 @@ def test_a_failed_build_is_raised_once_the_other_has_ended(monkeypatch):
         return "b:t"
 
     _kinds(monkeypatch, {"a": fails, "b": slow})
-    with pytest.raises(EnvironmentProblem, match="debootstrap failed"):
+    with pytest.raises(EnvironmentProblem, match="mmdebstrap failed"):
         kinds.build_kinds(["a", "b"], lambda line: None)
     assert ended.is_set()
 
@@ -176,7 +176,7 @@ def _node_chain(monkeypatch, exists: bool, base, compile_site) -> list[str]:
 
 
 def test_the_compiled_build_runs_while_the_base_is_made(monkeypatch):
-    """On a fresh machine mypyc compiles the node while debootstrap makes the base: each step here waits for the
+    """On a fresh machine mypyc compiles the node while mmdebstrap makes the base: each step here waits for the
     other to have started (one after the other, the first would wait in vain), and the node image comes after
     both."""
     both_started = threading.Barrier(2, timeout=5)
@@ -195,13 +195,13 @@ def test_a_failed_base_is_raised_once_the_compiled_build_has_ended(monkeypatch):
     ended = threading.Event()
 
     def fails():
-        raise EnvironmentProblem("debootstrap failed")
+        raise EnvironmentProblem("mmdebstrap failed")
 
     def slow():
         time.sleep(0.2)
         ended.set()
 
     calls = _node_chain(monkeypatch, False, fails, slow)
-    with pytest.raises(EnvironmentProblem, match="debootstrap failed"):
+    with pytest.raises(EnvironmentProblem, match="mmdebstrap failed"):
         images.build_all(lambda line: None)
     assert ended.is_set() and "node" not in calls
