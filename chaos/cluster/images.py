@@ -1,7 +1,8 @@
 """Building splitlab's images without a container registry.
 
 - Base image: Debian bookworm by mmdebstrap (minbase plus `images/base/packages.txt`; debootstrap's successor in
-  Debian, which downloads in parallel and writes a tarball: 37 s -> 16 s here), imported with `docker import`, tagged `splitlab-base:<hash of its inputs>` so it is rebuilt only when they change. The
+  Debian, which downloads in parallel and writes a tarball: 37 s -> 16 s here), imported with `docker import`,
+  tagged `splitlab-base:<hash of its inputs>` so it is rebuilt only when they change. The
   Debian mirror is read from the host's apt configuration (or `DEBIAN_MIRROR`) at build time.
 - Node image: `images/node/Dockerfile` on top of the base, with the node package and its Python dependencies
   (the `node` extra of pyproject.toml) unpacked on the host from wheels, so the build itself needs no network,
