@@ -4,8 +4,8 @@ before the entry point existed fails with its fix instead of with "fixture 'spli
 
 Under pytest-xdist (`make test`: `-n 3`) the tests of `tests/cluster/` and `tests/scenarios/` are two work units.
 The container tests whose timing matters run in one worker, one after the other, as without xdist. The others
-(BESIDE_CONTAINERS) are one unit in a second worker, one after the other as well, so that no more than two clusters
-share the machine at a time: the multi-host tests (a bed of three hosts whose CPU weight is a quarter of a
+(BESIDE_CONTAINERS) are one unit in a second worker, one after the other as well, so that no more than two tests'
+clusters share the machine at a time: the multi-host tests (a bed of three hosts whose CPU weight is a quarter of a
 container's, whose runs live on those hosts, and which watch only their own runs; two minutes and more of
 containers), the netem VM (its qemu at real-time priority) and the container tests no timing decides. The third
 worker takes the unit tests one by one, which the others join once done; the Spark cluster test joins the container

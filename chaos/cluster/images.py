@@ -366,11 +366,6 @@ def build_layer(log: Log, what: str, repo_name: str, folder: str, repo: Path = R
     return tag
 
 
-def hostbed_tag(repo: Path = REPO) -> str:
-    """`splitlab-hostbed:<hash>` of the base tag and the files of `images/hostbed/`."""
-    return layer_tag(repo, HOSTBED_REPO, HOSTBED_DIR)
-
-
 def build_hostbed(log: Log, repo: Path = REPO) -> str:
     """Build the test-bed host image unless it exists; returns its tag."""
     return build_layer(log, "test-bed host image", HOSTBED_REPO, HOSTBED_DIR, repo)
