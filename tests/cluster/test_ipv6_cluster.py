@@ -87,7 +87,6 @@ def test_nodes_talk_over_ipv6_and_a_one_way_cut_holds_on_ipv6(run):
     assert passes(run, "n1", "n2") and passes(run, "n2", "n1")
 
     net = DockerNet(run, seed=3)
-    start_s = time.monotonic()
     net.partition("n2<-n1")  # verified by IPv4 and IPv6 probes before it returns
     rules = host_rules("ip6tables")  # on the run's bridge, as the IPv4 cut
     assert f"-A SLB-{run.run_id} -s {run.node('n1').data_ip6}/128 -d {run.node('n2').data_ip6}/128" in rules
@@ -98,7 +97,6 @@ def test_nodes_talk_over_ipv6_and_a_one_way_cut_holds_on_ipv6(run):
     net.heal_all()  # what 'splitlab heal' runs: every ledger entry, both families
     assert passes(run, "n1", "n2") and passes(run, "n2", "n1")
     assert leftovers(run) == []
-    assert time.monotonic() - start_s < 15
 
 
 def test_the_shaper_delays_one_ipv6_link(run):

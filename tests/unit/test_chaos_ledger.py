@@ -64,17 +64,23 @@ def test_failed_undo_is_fine_only_when_the_thing_is_absent(tmp_path):
     assert [e.key for e in ledger.outstanding()] == ["stuck"]  # the others were still settled
 
 
+# Kills itself with SIGHUP, which it first sets to its default action: under nohup a shell inherits SIGHUP ignored
+# and may not undo that.
+HANG_UP = f"exec {sys.executable} -c 'import os, signal; signal.signal(signal.SIGHUP, signal.SIG_DFL); " \
+          f"os.kill(os.getpid(), signal.SIGHUP)'"
+
+
 def test_an_undo_killed_by_a_signal_is_run_once_more_and_a_failed_one_is_not(tmp_path):
     """A command that ends without saying how (here a real process killed by SIGHUP: return code -1, as an SSH
     channel closed without an exit status gives) runs again once; one that exits non-zero does not."""
     tries = tmp_path / "tries"
-    killed_first = f"echo x >> {tries}; [ $(wc -l < {tries}) -ge 2 ] || kill -HUP $$"
+    killed_first = f"echo x >> {tries}; [ $(wc -l < {tries}) -ge 2 ] || {HANG_UP}"
     ledger = Ledger(tmp_path)
     ledger.record(entry("flaky", [["sh", "-c", killed_first]]))
     assert list(ledger.heal().settled.values()) == ["undone"]
     assert len(tries.read_text().split()) == 2
     tries.unlink()
-    ledger.record(entry("killed", [["sh", "-c", f"echo x >> {tries}; kill -HUP $$"]]))
+    ledger.record(entry("killed", [["sh", "-c", f"echo x >> {tries}; {HANG_UP}"]]))
     with pytest.raises(CommandFailed) as killed:
         ledger.heal()
     assert killed.value.returncode == -1 and len(tries.read_text().split()) == 2  # twice, not more

@@ -5,7 +5,6 @@ steps that wait for a restarted node's control API; and the realised schedule an
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,6 @@ from chaos.harness.faultstate import link_faults
 from chaos.harness.load import from_data, load_text
 from chaos.harness.progress import Progress
 from chaos.harness.schedule import Schedule
-from chaos.net.base import WallClock
 from node.errors import EnvironmentProblem
 
 QUIET = Progress(quiet=True)
@@ -226,26 +224,53 @@ def test_link_faults_are_rebuilt_from_the_steps_still_open() -> None:
     assert link_faults([slow], ["n1", "n2", "n3"]) == {("n1", "n2"): LinkFault(delay_ms=30)}  # shape ended
 
 
-# --- the container path, on a fake cluster -----------------------------------------------------------------------
+# --- the container path, on a fake cluster and a stepped clock -----------------------------------------------------
+class SteppedClock:
+    """Time that moves only when the timeline passes it or waits for something (in `STEP_S` steps, as `WallClock`
+    polls): the tests read exact times, whatever the machine's load."""
+
+    STEP_S = 0.05
+
+    def __init__(self) -> None:
+        self.t_s = 0.0
+
+    def now_s(self) -> float:
+        return self.t_s
+
+    def now_ts(self) -> float:
+        return 1_700_000_000.0 + self.t_s
+
+    def pass_time(self, until_s: float, label: str) -> None:
+        self.t_s = max(self.t_s, until_s)
+
+    def wait_until(self, ready: Any, until_s: float, label: str) -> bool:
+        while not ready():
+            if self.t_s >= until_s:
+                return False
+            self.t_s = min(until_s, round(self.t_s + self.STEP_S, 9))  # no drift from adding 0.05s
+        return True
+
+
 class FakeClient:
     def __init__(self, cluster: "FakeCluster", name: str) -> None:
         self.cluster, self.name = cluster, name
 
     def health(self) -> dict[str, Any]:
         up_at = self.cluster.up_at.get(self.name, 0.0)
-        if up_at is None or time.monotonic() < up_at:
+        if up_at is None or self.cluster.clock.now_s() < up_at:
             raise EnvironmentProblem(f"node {self.name}: control API not reachable")
         return {"boot": 1}
 
     def unicast(self, to: str, count: int, size: int, rate: float) -> int:
         self.health()
-        self.cluster.calls.append(("workload", self.name, time.monotonic()))
+        self.cluster.calls.append(("workload", self.name, self.cluster.clock.now_s()))
         return 1
 
 
 class FakeCluster:
     def __init__(self, run_dir: Path, answer_after_start_s: float | None) -> None:
         self.run_dir = run_dir
+        self.clock = SteppedClock()
         self.up_at: dict[str, float | None] = {}
         self.calls: list[tuple[str, str, float]] = []
         self.answer_after_start_s = answer_after_start_s
@@ -283,23 +308,24 @@ class FakeNet:
 
     def kill(self, node: str) -> str:
         self.cluster.up_at[node] = None
-        self.cluster.calls.append(("kill", node, time.monotonic()))
+        self.cluster.calls.append(("kill", node, self.cluster.clock.now_s()))
         self.active[f"kill-{node}"] = {"kind": "kill", "detail": {"node": node}}
         return f"kill-{node}"
 
     def start(self, node: str) -> None:
         after = self.cluster.answer_after_start_s
-        self.cluster.up_at[node] = None if after is None else time.monotonic() + after
-        self.cluster.calls.append(("start", node, time.monotonic()))
+        self.cluster.up_at[node] = None if after is None else self.cluster.clock.now_s() + after
+        self.cluster.calls.append(("start", node, self.cluster.clock.now_s()))
         self.active.pop(f"kill-{node}", None)
 
 
-def container_run(text: str, tmp_path: Path, answer_after_start_s: float | None = 0.2) -> tuple[Any, Any]:
+def container_run(text: str, tmp_path: Path, answer_after_start_s: float | None = 0.2,
+                  cluster: FakeCluster | None = None) -> tuple[Any, Any]:
     loaded = load_text(text, "t.yaml")
-    cluster = FakeCluster(tmp_path, answer_after_start_s)
+    cluster = cluster or FakeCluster(tmp_path, answer_after_start_s)
     target = actions.Target(FakeNet(cluster))  # type: ignore[arg-type]
     sched = Schedule(scenario=loaded.doc.data, source="t.yaml", variant=None, seed=0, backend="docker", run_id="r")
-    backend = runner.StepBackend(target, WallClock(QUIET.wait, QUIET.log), sched, QUIET)
+    backend = runner.StepBackend(target, cluster.clock, sched, QUIET)
     timeline.Timeline(loaded.scenario, backend, sched).run()
     return target, sched
 
@@ -310,36 +336,35 @@ def test_a_delayed_restart_lets_steps_go_on_and_a_step_needing_the_node_waits_fo
     target, sched = container_run(text, tmp_path)
     calls = target.net.cluster.calls
     assert [c[:2] for c in calls] == [("kill", "n2"), ("start", "n2"), ("workload", "n2")]
-    assert calls[1][2] - calls[0][2] >= 0.3  # down for its delay_s
-    assert calls[2][2] - calls[1][2] >= 0.2  # the workload waited until n2's control API answered
+    assert calls[1][2] - calls[0][2] == pytest.approx(0.3)  # down for its delay_s
+    assert calls[2][2] - calls[1][2] == pytest.approx(0.2)  # the workload waited until n2's control API answered
     restart, workload = sched.steps
-    # the start comes its delay_s after the kill: not before, and late by no more than a loaded machine's wake-up
-    # (0.35 s was seen beside the container tests; a start that waited for the next step would be much later)
-    assert 0.25 <= restart.end_applied_at_s - restart.done_at_s <= 0.55
+    # the start comes its delay_s after the kill, while the workload step waits for n2 (not after it)
+    assert restart.end_applied_at_s - restart.done_at_s == pytest.approx(0.3)
     assert restart.end_applied_at_s <= restart.ended_at_s
-    assert workload.applied_at_s >= restart.ended_at_s + 0.2
+    assert workload.applied_at_s == pytest.approx(restart.ended_at_s + 0.2)
     assert [(t, f["kind"], f["detail"]["delay_s"]) for t, f in target.net.events if t == "fault_start"] == \
         [("fault_start", "restart", 0.3)]
     replayed = schedule.replay_document(sched)["steps"][0]["restart"]
-    assert replayed["delay_s"] == pytest.approx(0.3, abs=0.05)
+    assert replayed["delay_s"] == pytest.approx(0.3)
 
 
-def test_a_node_whose_control_api_never_comes_back_is_a_clear_error(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(timeline, "CONTROL_TIMEOUT_S", 0.3)
+def test_a_node_whose_control_api_never_comes_back_is_a_clear_error(tmp_path: Path) -> None:
     text = ("cluster: {nodes: 2}\nsteps:\n  - at_s: 0\n    restart: {node: n2, delay_s: 0.1}\n"
             "  - at_s: 0\n    workload: {kind: unicast, from: n2, to: n1, count: 1}\n")
     with pytest.raises(StepError, match=r"steps\[1\] \(workload unicast n2 -> n1: 1 x 100 B\): n2's control API did "
-                                        r"not answer within 0.3 s after n2 was started again"):
+                                        rf"not answer within {timeline.CONTROL_TIMEOUT_S:g} s after n2 was started "
+                                        r"again"):
         container_run(text, tmp_path, answer_after_start_s=None)
 
 
 def test_a_killed_node_nothing_starts_again_is_an_error_at_once_and_duration_s_starts_it(tmp_path: Path) -> None:
     killed = "cluster: {nodes: 2}\nsteps:\n  - at_s: 0\n    kill: n2\n  - at_s: 0\n    " \
              "workload: {kind: unicast, from: n2, to: n1, count: 1}\n"
-    started = time.monotonic()
+    cluster = FakeCluster(tmp_path, 0.2)
     with pytest.raises(StepError, match=r"n2 is down \(kill at steps\[0\]\) and no step brings it back"):
-        container_run(killed, tmp_path)
-    assert time.monotonic() - started < 1.0
+        container_run(killed, tmp_path, cluster=cluster)
+    assert cluster.clock.now_s() == 0.0  # at once: the timeline did not wait for n2
     target, sched = container_run(killed.replace("kill: n2", "kill: n2\n    duration_s: 0.2"), tmp_path)
     assert [c[:2] for c in target.net.cluster.calls] == [("kill", "n2"), ("start", "n2"), ("workload", "n2")]
     assert sched.steps[0].end_detail == {"what": "end", "ended": "kill-n2"}
