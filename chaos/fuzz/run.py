@@ -38,6 +38,7 @@ from chaos.cluster.client import NodeClient
 from node import wire
 from node.auth import WireKey
 from node.errors import EnvironmentProblem, UsageError, WireError
+from node.unicast.connid import same_stream
 
 Log = Callable[[str], None]
 MIB = 1 << 20
@@ -354,8 +355,8 @@ def check_delivery(cluster: Cluster, settings: Settings, log: Log) -> dict[str, 
     sender is), the messages still short are counted as taken by forged messages delivered in their place
     (`taken_by_forgeries`): a forged message inside a window is delivered as its claimed sender's, and the real
     one with its seqno is then a duplicate. That is allowed only as far as the receivers held seqnos above their
-    senders' streams when the workload began (`forged_ahead`: forged messages delivered or buffered there, which
-    no sender's word has undone yet); more short fails the check. A node that stops answering fails the check
+    senders' streams when the workload began (`forged_ahead`: forged messages delivered or buffered there, or
+    seqnos a forged skip passed, which no sender's word has undone yet); more short fails the check. A node that stops answering fails the check
     (`gone`: the node)."""
     names = cluster.names
     if len(names) < 2:
@@ -429,8 +430,8 @@ def _streams(member_states: dict[str, dict[str, Any]]) -> Iterator[dict[str, Any
     `detail`), whether it is `stuck` (the receiver not where the sender is: a multicast window whose delivered
     seqno differs from the sender's highest sent, a unicast receive entry behind or ahead of the send entry or on
     another conn_id) and how many seqnos above the sender's highest sent the receiver holds, delivered or
-    buffered (`ahead`: only forged messages can be there, and each takes the place of the real one with its
-    seqno)."""
+    buffered, on any generation of the sender's stream (`ahead`: only forged messages, or a forged SYNC-OK's or
+    BcastState's skip, can put a window there, and each seqno takes the place of the real one)."""
     for sender, s_state in member_states.items():
         s_layers = s_state.get("layers", {})
         m_send = (s_layers.get("multicast") or {}).get("send") or {}
@@ -452,13 +453,16 @@ def _streams(member_states: dict[str, dict[str, Any]]) -> Iterator[dict[str, Any
             recv = (((r_layers.get("unicast") or {}).get("peers") or {}).get(sender) or {}).get("recv")
             if send:
                 same = recv is not None and recv["conn_id"] == send["conn_id"]
+                # a window of another generation of the sender's stream counts its seqnos as the sender does (a
+                # forged SYNC-OK answering a SYNC of the receiver's can move it there, above what the sender sent)
+                stream = recv is not None and same_stream(recv["conn_id"], send["conn_id"])
                 where = "no receive entry" if not recv else \
                     f"conn_id {recv['conn_id']} delivered up to {recv['highest_delivered']}"
                 yield {**pair, "layer": "unicast",
                        "stuck": bool(send["unacked"]) and (not same
                                                            or recv["highest_delivered"] != send["highest_sent"]),
                        "ahead": _held_above(recv["highest_delivered"], recv["highest_received"], recv["buffered"],
-                                            send["highest_sent"]) if same else 0,
+                                            send["highest_sent"]) if stream else 0,
                        "detail": f"{sender}->{receiver} unicast: {receiver} has {where}, {sender} sent up to "
                                  f"{send['highest_sent']} on conn_id {send['conn_id']} ({send['unacked']} unacked)"}
 

@@ -16,6 +16,7 @@ from chaos.wire.probe import Endpoint
 from chaos.net.shaper import ipudp
 from node import wire
 from node.errors import UsageError, WireError
+from node.unicast.connid import first_conn_id, next_generation
 from test_fuzzgen import CTX
 
 HEADER = {"run_id": CTX.run_id, "seed": 3, "count": 150, "targets": ["n1", "n2"],
@@ -136,6 +137,25 @@ def test_streams_count_the_seqnos_their_receivers_hold_above_what_the_sender_sen
     states = {"n1": _mstate(103, {"n2": 95}, buffered=(1, 98)), "n2": _mstate(100, {"n1": 110}, buffered=(2, 120))}
     ahead = {(s["sender"], s["receiver"]): s["ahead"] for s in fuzzrun._streams(states)}
     assert ahead == {("n1", "n2"): 7 + 2, ("n2", "n1"): 0}
+
+
+def test_a_unicast_window_on_another_generation_of_the_senders_stream_counts_as_ahead():
+    """A forged SYNC-OK that answers a receiver's SYNC moves its window to its (low, conn_id): here an earlier
+    generation of n1's stream, at 50,101 while n1 sent up to 100. The window follows n1's stream (n1's messages
+    are below it): 50,001 seqnos ahead. A window of another stream holds none of n1's seqnos."""
+    conn = first_conn_id(7)
+    newer = next_generation(next_generation(conn))
+
+    def states(recv_conn: int) -> dict:
+        send = {"conn_id": newer, "highest_sent": 100, "unacked": 0}
+        recv = {"conn_id": recv_conn, "highest_delivered": 50_101, "highest_received": 50_101, "buffered": 0}
+        return {"n1": {"layers": {"unicast": {"peers": {"n2": {"send": send}}}}},
+                "n2": {"layers": {"unicast": {"peers": {"n1": {"recv": recv}}}}}}
+
+    (stream,) = fuzzrun._streams(states(next_generation(conn)))
+    assert (stream["layer"], stream["ahead"], stream["stuck"]) == ("unicast", 50_001, False)
+    (stream,) = fuzzrun._streams(states(first_conn_id(8)))
+    assert stream["ahead"] == 0
 
 
 def test_delivery_culprits_are_the_well_formed_datagrams_of_the_stuck_stream(tmp_path):
