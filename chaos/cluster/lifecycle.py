@@ -32,6 +32,9 @@ from node.errors import EnvironmentProblem, SplitlabError, UsageError
 LABEL_DIR = "splitlab.dir"
 ENGINE_URL_POOLS = 100_000  # see docker_client
 READY_POLL_S = 0.05  # nodes hear each other within a heartbeat (250 ms) of starting: a poll adds at most this
+# how long one view of all must hold before a kind that is ready on its view is ready: JGroups members that started
+# as singletons merge, and multicasts sent 0.1 s after the merged view were once not delivered (node check, loaded)
+VIEW_HOLD_S = 1.0
 EXIT_LOOK_S = 1.0  # how often a starting run's containers are looked at for one that exited
 Log = Callable[[str], None]
 
@@ -225,13 +228,14 @@ def _container_exists(client: docker.DockerClient, name: str) -> bool:
 
 def _wait_all_hear(client: docker.DockerClient | None, cluster: Cluster, timeout_s: float, log: Log,
                    one_view: bool = False) -> None:
-    """Wait until every node hears every other one; `one_view`: and every node holds one view of all of them (a
-    kind whose members hear each other's discovery before they joined, as JGroups' do)."""
+    """Wait until every node hears every other one; `one_view`: and every node holds one view of all of them, the
+    same for `VIEW_HOLD_S` (a kind whose members hear each other's discovery before they joined, as JGroups' do)."""
     names = set(cluster.names)
     deadline = time.monotonic() + timeout_s
     last: dict[str, Any] = {}
     views: dict[str, Any] = {}
     heard = False
+    held: tuple[str, float] | None = None  # the one view of all, and since when it is seen
     next_look = time.monotonic() + EXIT_LOOK_S
     while time.monotonic() < deadline:
         if client is not None and time.monotonic() > next_look:
@@ -245,8 +249,13 @@ def _wait_all_hear(client: docker.DockerClient | None, cluster: Cluster, timeout
             except EnvironmentProblem as exc:
                 last[info.name] = exc
         heard = all(isinstance(h, set) and h == names - {n} for n, h in last.items())
-        viewed = not one_view or (len({str(v) for v in views.values()}) == 1 and all(
+        seen = {str(v) for v in views.values()}
+        viewed = not one_view or (len(seen) == 1 and all(
             v is not None and set(v["members"]) == names for v in views.values()))
+        if one_view and viewed:
+            view = seen.pop()
+            held = held if held is not None and held[0] == view else (view, time.monotonic())
+            viewed = time.monotonic() - held[1] >= VIEW_HOLD_S
         if heard and viewed:
             return
         time.sleep(READY_POLL_S)
