@@ -15,9 +15,10 @@ Per peer there is a send entry and a receive entry, each with a connection id (c
   sync_min_interval, repeated until sync_timeout (DESIGN.md, "Self-stabilisation"); so is a gap that has held
   delivery for a sync timeout although asked for every run (the sender released what we lack).
 - A receiver acks under the id of the last message it took when that is newer than its window's (a window
-  may follow the sender's stream under an id it learned out of order), and a SYNC-OK it asked for is applied even
-  when it names an older id than the window's (that id came from a forged `first` or SYNC-OK of a later
-  generation); only an unsolicited one that is older waits for the current answer (`old_sync_ok`).
+  may follow the sender's stream under an id it learned out of order), and a SYNC-OK it asked for (a SYNC went out
+  since it wanted the sync; one held back by sync_min_interval asked nothing yet) is applied even when it names
+  an older id than the window's (that id came from a forged `first` or SYNC-OK of a later generation); only an
+  unsolicited one that is older waits for the current answer (`old_sync_ok`).
 - An ACK of our current connection above anything we sent says the receiver's window is ahead of our stream
   (forged messages delivered in our name): all we sent counts as acked, and we answer with CLOSE (at most one per
   sync_min_interval), so our next message finds no window, SYNCs, and the window starts again at our low
@@ -192,9 +193,13 @@ class Unicast3(UnicastBase):
         that answers no SYNC of ours is taken only when it cannot cost a message: a repeat of a sync already
         applied, or a newer generation of the window's own stream that skips nothing (a stale SYNC of ours,
         delayed, made the sender sync again). Any other is dropped (`unsolicited_sync_ok`): a forged or stray
-        SYNC-OK can neither replace a window nor skip what it has not delivered."""
+        SYNC-OK can neither replace a window nor skip what it has not delivered. A sync wanted whose SYNC is held
+        back by sync_min_interval has asked nothing yet: a SYNC-OK then answers no SYNC of ours (the fuzz cluster
+        test saw a forged one skip a window 50,000 seqnos past its sender in that gap)."""
         entry = self.recv_entries.get(src)
-        solicited = src in self._rx_sync
+        pending = self._rx_sync.get(src)
+        # asked for: a SYNC went out since the sync was wanted (one held back by sync_min_interval asked nothing yet)
+        solicited = pending is not None and self._last_sync_tx_s.get(src, float("-inf")) >= pending.started_s
         repeated = entry is not None and entry.follows(msg.conn_id)
         harmless = (entry is not None and same_stream(msg.conn_id, entry.conn_id)
                     and msg.low <= entry.window.highest_delivered)

@@ -258,6 +258,32 @@ def test_a_window_acks_under_the_id_of_the_senders_data_whatever_it_learned_out_
     assert len(uni(sim, "a").send_entries["b"].window) == 0, "A's messages are acked and released"
 
 
+def test_a_sync_ok_before_the_sync_it_would_answer_was_sent_does_not_skip_the_window() -> None:
+    """Found by the fuzz cluster test (seed 12): B's new window for A had just been opened by A's SYNC-OK when
+    another message of a wrong conn_id made B want a new sync, its SYNC held back by sync_min_interval; a forged
+    SYNC-OK came in that gap, an earlier generation of A's stream with a low far above it, was taken as the answer
+    and skipped B's window past A's next 100 messages (duplicates there, lost). B has asked nothing yet: that
+    SYNC-OK answers no question."""
+    sim = unicast_sim("unicast3", ("a", "b"), seed=12)
+    old = send_many(sim, "a", "b", 5, "old")
+    settle(sim)
+    first = uni(sim, "a").send_entries["b"].conn_id
+    stray = first_conn_id((first >> GEN_BITS) + 7)  # another stream's id: not a message of A's stream
+    sim.inject("a", "b", UnicastClose(first))  # B drops its window for A ...
+    sim.inject("a", "b", UnicastData(9, stray, False, b"\0forged"))  # ... asks A (SYNC); A's answer, a new
+    sim.run_for(0.05)  # generation of its stream, opens a new window
+    assert uni(sim, "b").recv_entries["a"].lineage == [uni(sim, "a").send_entries["b"].conn_id]
+    sim.inject("a", "b", UnicastData(9, stray, False, b"\0forged"))  # a new sync wanted; its SYNC held back
+    sim.run_for(0.0)
+    assert uni(sim, "b").counters["sync_suppressed"] == 1
+    sim.inject("a", "b", UnicastSyncOk(50_000, first))
+    sim.run_for(0.0)
+    assert uni(sim, "b").recv_entries["a"].window.highest_delivered == 5
+    new = send_many(sim, "a", "b", 5, "new")
+    settle(sim)
+    assert sim.delivered("b", "a") == old + new, sim.repro()
+
+
 @pytest.mark.parametrize("variant", ["unicast3", "unicast2"])
 def test_reordering_without_loss_asks_for_no_retransmission(variant: str) -> None:
     """JGroups' xmit task asks only for gaps still open at its next run: 2,000 messages at 500/s over a link with
