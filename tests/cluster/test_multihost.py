@@ -37,6 +37,7 @@ pytestmark = pytest.mark.splitlab_cluster
 # `make test` runs this module beside the other container tests (tests/conftest.py): the bed's hosts, and the
 # nodes inside them, yield the CPU to those tests' nodes (a quarter of a container's default weight)
 BED_CPU_SHARES = 256
+HOLD_WAIT_S = 60.0  # a `--hold` command's fault in place: a new CLI process that reaches the hosts over SSH
 
 
 @pytest.fixture(scope="module")
@@ -62,6 +63,17 @@ def on_hosts(inventory: Inventory, script: str) -> dict[str, str]:
         finally:
             host.close()
     return out
+
+
+def wait_while_held(holder: subprocess.Popen, predicate, what: str) -> None:
+    """`wait_for(predicate)` while `holder` (a `--hold` command, which reaches the hosts over SSH: tens of seconds
+    on a loaded machine) runs; a holder that exited fails the test at once, with what it printed."""
+    def check() -> bool:
+        if holder.poll() is not None:
+            output = holder.stdout.read() if holder.stdout else ""
+            pytest.fail(f"the holding command exited ({holder.returncode}) before {what}:\n{output}")
+        return predicate()
+    wait_for(check, HOLD_WAIT_S, what)
 
 
 def events(run_dir: Path, node: str, type_: str) -> list[dict]:
@@ -153,7 +165,7 @@ def test_a_one_way_cut_across_hosts_survives_a_killed_controller_and_down_leaves
                                "--run-id", run.run_id, "--hold"], env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True)
     try:
-        wait_for(lambda: "n1" not in run.client("n2").hears(), 20, "n2 stops hearing n1")
+        wait_while_held(holder, lambda: "n1" not in run.client("n2").hears(), "n2 stops hearing n1")
         hearing = run.hearing()
         assert "n2" in hearing["n1"] and hearing["n3"] == {"n1", "n2", "n4"}, hearing  # one way, one receiver
     finally:
@@ -191,7 +203,7 @@ def test_link_and_process_faults_act_on_the_nodes_host_and_heal_after_a_killed_c
                                "--links", "n1->n2", "--run-id", run.run_id, "--hold"], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:  # n1's shaper, a container on host1 in n1's namespace, drops everything n1 sends n2
-        wait_for(lambda: "n1" not in run.client("n2").hears(), 30, "n2 stops hearing n1")
+        wait_while_held(holder, lambda: "n1" not in run.client("n2").hears(), "n2 stops hearing n1")
         assert run.client("n1").hears() >= {"n2", "n3"} and "n1" in run.client("n3").hears()
     finally:
         holder.send_signal(signal.SIGKILL)  # the controller dies holding the shaper

@@ -30,13 +30,14 @@ print(sorted({word for word in maps if word.startswith(sys.argv[2])}))
 """
 
 
-def _start(cache: Path, short_lived: bool = True) -> list[str]:
+def _start(cache: Path, short_lived: bool = True) -> tuple[list[str], str]:
+    """The lines the JVM's process printed (`_START`), and its stderr (why an archive was not kept)."""
     env = {**os.environ, jvm_archive.CACHE_ENV: str(cache), "PYTHONPATH": str(ROOT)}
     env.pop("SPLITLAB_SPARK_MASTER", None)
     done = subprocess.run([sys.executable, "-c", _START, "short" if short_lived else "long", str(cache)], env=env,
                           capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout.splitlines()
+    return done.stdout.splitlines(), done.stderr
 
 
 def test_the_first_short_lived_jvm_records_the_archive_and_the_next_maps_it(tmp_path: Path, monkeypatch) -> None:
@@ -45,19 +46,19 @@ def test_the_first_short_lived_jvm_records_the_archive_and_the_next_maps_it(tmp_
     starting one: the last JVM here shows that a long-lived session takes those options.)"""
     monkeypatch.setenv(jvm_archive.CACHE_ENV, str(tmp_path))
     assert jvm_archive.mapped_options() == [] and not list(tmp_path.iterdir())
-    first = _start(tmp_path)
+    first, first_err = _start(tmp_path)
     assert "-XX:ArchiveClassesAtExit=" in first[0] and "-XX:TieredStopAtLevel=1" in first[0]
     assert "SharedArchiveFile" not in first[0]
     assert first[1] == "10" and first[2] == "[]"
     archives = list(tmp_path.glob("spark-*.jsa"))
-    assert len(archives) == 1, list(tmp_path.iterdir())
+    assert len(archives) == 1, (list(tmp_path.iterdir()), first_err[-2000:])
     assert archives[0].stat().st_size == int(archives[0].name.split(".")[1]) > 1 << 20
     assert not list(tmp_path.glob("*.recording"))
 
-    second = _start(tmp_path)
+    second, _ = _start(tmp_path)
     assert f"-XX:SharedArchiveFile={archives[0]}" in second[0]
     assert second[1] == "10" and second[2] == str([str(archives[0])]), "the JVM did not map the archive"
-    long_lived = _start(tmp_path, short_lived=False)
+    long_lived, _ = _start(tmp_path, short_lived=False)
     assert f"-XX:SharedArchiveFile={archives[0]}" in long_lived[0]
     assert "TieredStopAtLevel" not in long_lived[0] and "ArchiveClassesAtExit" not in long_lived[0]
     assert long_lived[1] == "10" and long_lived[2] == str([str(archives[0])]), "the JVM did not map the archive"
