@@ -356,8 +356,8 @@ def check_delivery(cluster: Cluster, settings: Settings, log: Log) -> dict[str, 
     (`taken_by_forgeries`): a forged message inside a window is delivered as its claimed sender's, and the real
     one with its seqno is then a duplicate. That is allowed only as far as the receivers held seqnos above their
     senders' streams when the workload began (`forged_ahead`: forged messages delivered or buffered there, or
-    seqnos a forged skip passed, which no sender's word has undone yet); more short fails the check. A node that stops answering fails the check
-    (`gone`: the node)."""
+    seqnos a forged skip passed, which no sender's word has undone yet); more short fails the check. A node that
+    stops answering fails the check (`gone`: the node)."""
     names = cluster.names
     if len(names) < 2:
         return {"ok": None, "detail": "a single node: nothing to deliver"}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
@@ -243,11 +243,11 @@ class SteppedClock:
     def pass_time(self, until_s: float, label: str) -> None:
         self.t_s = max(self.t_s, until_s)
 
-    def wait_until(self, ready: Any, until_s: float, label: str) -> bool:
+    def wait_until(self, ready: Callable[[], bool], until_s: float, label: str) -> bool:
         while not ready():
             if self.t_s >= until_s:
                 return False
-            self.t_s = min(until_s, round(self.t_s + self.STEP_S, 9))  # no drift from adding 0.05s
+            self.t_s = min(until_s, round(self.t_s + self.STEP_S, 9))  # no drift from adding 0.05 s
         return True
 
 
