@@ -2,8 +2,10 @@
 node processes.
 
 Sockets are opened inside the namespaces from this process (`chaos.host.netns.socket_in`), bound to the nodes'
-data addresses on `PROBE_PORT` (not the node's port, so nodes never see probes; link faults and partitions match
-addresses, so probes get them like node traffic). An endpoint's address decides its family: IPv6 endpoints
+data addresses on a port the kernel picks (never the node's port, so nodes never see probes; link faults and
+partitions match addresses, so probes get them like node traffic). No probe needs a given port: two probes of
+one namespace at once, or a socket some other process still holds there, never make a probe fail to bind (a fixed
+port did once, with EADDRINUSE at a scenario's heal, 2026-11-30). An endpoint's address decides its family: IPv6 endpoints
 (`splitlab up --ipv6`) probe over AF_INET6 sockets. A probe carries a magic, a stream id, a sequence number
 and its send time on CLOCK_REALTIME, which every namespace shares; its arrival time is the kernel's receive
 timestamp (SO_TIMESTAMPNS), not the time this process got around to reading it, so a busy controller does not add
@@ -26,7 +28,6 @@ from dataclasses import dataclass, field
 from chaos.host.netns import address_family, force_receive_buffer, socket_in
 from node.errors import EnvironmentProblem
 
-PROBE_PORT = 7199
 SEND_TIMEOUT_S = 5.0  # longest wait for room in the send buffer before a probe run gives up
 _FORMAT = struct.Struct("!4sIId")  # magic, stream id, seqno, send time (unix s)
 _MAGIC = b"SLPR"
@@ -89,17 +90,17 @@ class LinkStats:
                 "p99_ms": round(self.percentile_ms(99), 3)}
 
 
-def udp_socket(ep: Endpoint, port: int = 0, rcvbuf_bytes: int = RCVBUF_BYTES) -> socket.socket:
-    """A non-blocking UDP socket in `ep`'s namespace, bound to its data address (`port` 0: any), with kernel
-    receive timestamps and a receive buffer of `rcvbuf_bytes` (past net.core.rmem_max when root: SO_RCVBUFFORCE).
+def udp_socket(ep: Endpoint, rcvbuf_bytes: int = RCVBUF_BYTES) -> socket.socket:
+    """A non-blocking UDP socket in `ep`'s namespace, bound to its data address on a port the kernel picks, with
+    kernel receive timestamps and a receive buffer of `rcvbuf_bytes` (past net.core.rmem_max when root: SO_RCVBUFFORCE).
     Raises `EnvironmentProblem` when it cannot be bound."""
     sock = socket_in(ep.pid, address_family(ep.ip), socket.SOCK_DGRAM)
     try:
-        sock.bind((ep.ip, port))
+        sock.bind((ep.ip, 0))
     except OSError as exc:
         sock.close()
-        raise EnvironmentProblem(f"cannot bind a probe socket to {ep.ip}:{port} in {ep.node}'s namespace: {exc}",
-                                 hint="another probe may be running against this run") from None
+        raise EnvironmentProblem(f"cannot bind a probe socket to {ep.ip} in {ep.node}'s namespace: {exc}",
+                                 hint="is the node still running, with that address?") from None
     force_receive_buffer(sock, rcvbuf_bytes)
     sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
     sock.setblocking(False)
@@ -142,7 +143,7 @@ def _send(tx: socket.socket, rx: socket.socket, dst: Endpoint, datagram, drain) 
     deadline_s = time.monotonic() + SEND_TIMEOUT_S
     while True:
         try:
-            tx.sendto(datagram(), (dst.ip, PROBE_PORT))
+            tx.sendto(datagram(), (dst.ip, rx.getsockname()[1]))
             return
         except BlockingIOError:
             if time.monotonic() > deadline_s:
@@ -158,8 +159,8 @@ def measure(src: Endpoint, dst: Endpoint, count: int = 1000, interval_ms: float 
             size: int = 64) -> LinkStats:
     """Send `count` probes src -> dst spaced by `interval_ms` and collect them for `settle_ms` after the last."""
     stream = int.from_bytes(os.urandom(4), "big")  # tells this stream from stale probes; not a fault choice
-    rx = udp_socket(dst, PROBE_PORT)
-    tx = udp_socket(src, 0)
+    rx = udp_socket(dst)
+    tx = udp_socket(src)
     seen: dict[int, int] = {}
     arrivals: list[tuple[int, float, float]] = []
     pad = b"\0" * max(0, size - _FORMAT.size)
@@ -200,14 +201,14 @@ def reachability(endpoints: dict[str, Endpoint], pairs: list[tuple[str, str]], p
     socks = {}
     try:
         for node in nodes:
-            socks[node] = udp_socket(endpoints[node], PROBE_PORT)
+            socks[node] = udp_socket(endpoints[node])
+        to = {node: (endpoints[node].ip, sock.getsockname()[1]) for node, sock in socks.items()}
         index = {pair: i for i, pair in enumerate(pairs)}
         got: set[int] = set()
         for _ in range(probes):
             for (src, dst), i in index.items():
                 try:
-                    socks[src].sendto(_FORMAT.pack(_MAGIC, stream, i, time.time()),
-                                      (endpoints[dst].ip, PROBE_PORT))
+                    socks[src].sendto(_FORMAT.pack(_MAGIC, stream, i, time.time()), to[dst])
                 except BlockingIOError:
                     pass  # a full send buffer is a lost probe; the others decide
         deadline = time.monotonic() + timeout_ms / 1000
