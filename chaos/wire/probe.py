@@ -5,8 +5,8 @@ Sockets are opened inside the namespaces from this process (`chaos.host.netns.so
 data addresses on a port the kernel picks (never the node's port, so nodes never see probes; link faults and
 partitions match addresses, so probes get them like node traffic). No probe needs a given port: two probes of
 one namespace at once, or a socket some other process still holds there, never make a probe fail to bind (a fixed
-port did once, with EADDRINUSE at a scenario's heal, 2026-11-30). An endpoint's address decides its family: IPv6 endpoints
-(`splitlab up --ipv6`) probe over AF_INET6 sockets. A probe carries a magic, a stream id, a sequence number
+port did once, with EADDRINUSE at a scenario's heal, 2026-11-30). An endpoint's address decides its family: IPv6
+endpoints (`splitlab up --ipv6`) probe over AF_INET6 sockets. A probe carries a magic, a stream id, a sequence number
 and its send time on CLOCK_REALTIME, which every namespace shares; its arrival time is the kernel's receive
 timestamp (SO_TIMESTAMPNS), not the time this process got around to reading it, so a busy controller does not add
 its own scheduling delay to the one-way delays it measures.
