@@ -13,10 +13,18 @@ from types import SimpleNamespace
 
 import pytest
 
+import pipeline.plots  # noqa: F401  (see below)
+import pipeline.sequence_source  # noqa: F401
 from chaos.cluster import lifecycle
 from chaos.harness import pytest_plugin
 from chaos.harness.pytest_plugin import SessionRuns, sweep
 from node.errors import EnvironmentProblem, UsageError
+
+# The analysis imports the report's modules when it first draws one (`pipeline.api._write_report`). pytester's
+# in-process runs restore `sys.modules` when they end, which removes what a run imported but leaves it bound on its
+# package: a later `from pipeline import plots` in this worker got the removed module, whose matplotlib classes were
+# no longer matplotlib's (`Figure()` failed in matplotlib's own `normalize_kwargs`: "'Figure' object has no
+# attribute 'items'", every later report of the worker). Imported here first, they outlive the runs' restores.
 
 pytest_plugins = ["pytester"]
 REPO = Path(__file__).resolve().parents[2]
