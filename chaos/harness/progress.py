@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 _STYLES = {"ok": "green", "fail": "bold red", "unknown": "yellow"}
+LATE_SHOWN_S = 0.25  # a step this late or later is said to be late; an opening this long, that it moved the timeline
 
 
 class Progress:
@@ -34,8 +35,14 @@ class Progress:
 
     def step(self, index: int, total: int, at_s: float, applied_at_s: float, text: str) -> None:
         late = applied_at_s - at_s
-        lateness = f" [yellow](+{late:.2f} s late)[/yellow]" if late > 0.25 else ""
+        lateness = f" [yellow](+{late:.2f} s late)[/yellow]" if late > LATE_SHOWN_S else ""
         self.say(f"[bold]t={applied_at_s:6.2f} s[/bold]  step {index + 1}/{total}: {text}{lateness}")
+
+    def opened(self, opening_s: float) -> None:
+        """The opening (the steps at t=0) is in place: said when it took long enough to move the timeline."""
+        if opening_s > LATE_SHOWN_S:
+            self.say(f"the opening (the steps at t=0) took {opening_s:.2f} s: the timeline starts now, every later "
+                     "time counts from here")
 
     def wait(self, seconds: float, label: str) -> None:
         """Sleep `seconds`, showing a countdown."""

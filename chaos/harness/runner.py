@@ -199,6 +199,9 @@ class StepBackend:
     def show(self, index: int, total: int, planned_s: float, applied_s: float, step: Any) -> None:
         self.progress.step(index, total, planned_s, applied_s, actions.describe(step))
 
+    def opened(self, opening_s: float) -> None:
+        self.progress.opened(opening_s)
+
     def save(self) -> None:
         self.schedule.save(self.net.run_dir)
 

@@ -41,6 +41,7 @@ class RealisedStep:
     ended_at_s: float | None = None           # (duration_s) or the restarted node's start (restart delay_s),
     ended_ts: float | None = None             # and when it was done
     end_detail: dict[str, Any] = field(default_factory=dict)
+    opening: bool = False                     # one of the steps at t=0 that lead the list (chaos.harness.timeline)
 
     @property
     def late_s(self) -> float | None:
@@ -63,6 +64,7 @@ class Schedule:
     final_heal: dict[str, Any] = field(default_factory=dict)
     finished: bool = False
     replay_of: str | None = None
+    opening_s: float = 0.0  # how long the opening took: the timeline's t=0 is this far after `started_ts`
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -105,7 +107,7 @@ def load(run_dir: Path | str) -> Schedule:
                     seed=int(data["seed"]), backend=data.get("backend", "docker"), run_id=data["run_id"],
                     sets=list(data.get("sets", [])), started_ts=data.get("started_ts"), steps=steps,
                     final_heal=data.get("final_heal", {}), finished=bool(data.get("finished")),
-                    replay_of=data.get("replay_of"))
+                    replay_of=data.get("replay_of"), opening_s=float(data.get("opening_s") or 0.0))
 
 
 RELATIVE_KEYS = ("after", "delay_s", "timeout_s")
@@ -114,7 +116,8 @@ RELATIVE_KEYS = ("after", "delay_s", "timeout_s")
 def replay_document(schedule: Schedule, sign: bool = False) -> dict[str, Any]:
     """The scenario with each applied step at its realised time (steps never applied are left out, with the
     `end` steps of their faults); relative steps become absolute, a fault's realised `duration_s` an `end` step.
-    `sign`: every inject step signs its datagram (`inject.sign`)."""
+    `sign`: every inject step signs its datagram (`inject.sign`). Times count from the end of the opening, as the
+    run's did (`chaos.harness.timeline`): the opening's steps stay at 0, every other time loses `opening_s`."""
     doc = copy.deepcopy(schedule.scenario)
     steps = doc.get("steps") or []
     realised = {s.index: s for s in schedule.steps if s.applied_at_s is not None}
@@ -130,10 +133,11 @@ def replay_document(schedule: Schedule, sign: bool = False) -> dict[str, Any]:
         if raw.get("end") in dropped_ids:
             continue
         kept = {k: v for k, v in raw.items() if k not in RELATIVE_KEYS and k != "duration_s"}
-        kept["at_s"] = round(step.applied_at_s, 3)
+        kept["at_s"] = 0.0 if step.opening else round(max(0.0, step.applied_at_s - schedule.opening_s), 3)
         if sign and isinstance(kept.get("inject"), dict):
             kept["inject"] = {**kept["inject"], "sign": True}
-        end_at_s = step.end_applied_at_s if step.end_applied_at_s is not None else step.ended_at_s
+        ended_s = step.end_applied_at_s if step.end_applied_at_s is not None else step.ended_at_s
+        end_at_s = None if ended_s is None else max(0.0, ended_s - schedule.opening_s)
         if raw.get("duration_s") is not None and end_at_s is not None and not step.end_detail.get("already_ended"):
             fault_id = raw.get("id")
             if fault_id is None:
@@ -145,8 +149,9 @@ def replay_document(schedule: Schedule, sign: bool = False) -> dict[str, Any]:
                             {"at_s": round(end_at_s, 3), "end": fault_id,
                              "note": f"duration_s of steps[{index}] ran out"}))
         restart = raw.get("restart")
-        if isinstance(restart, dict) and end_at_s is not None and step.done_at_s is not None:
-            kept["restart"] = {**restart, "delay_s": round(max(0.0, end_at_s - step.done_at_s), 3)}
+        delayed_from_s = schedule.opening_s if step.opening else step.done_at_s  # (the opening's: from its end)
+        if isinstance(restart, dict) and ended_s is not None and delayed_from_s is not None:
+            kept["restart"] = {**restart, "delay_s": round(max(0.0, ended_s - delayed_from_s), 3)}
         entries.append((kept["at_s"], index, 0, kept))
     entries.sort(key=lambda e: e[:3])
     last = 0.0

@@ -2,7 +2,11 @@
 runner (`runner.py`) on every network backend: containers (wall clock) and the simulator (virtual time).
 
 Steps fire one after another, in list order:
-- `at_s: T` fires at T seconds from the start of the timeline (at once if an earlier relative step went past T);
+- `at_s: T` fires at T seconds from the start of the timeline (at once if an earlier relative step went past T).
+  The opening (the steps at `at_s: 0` that lead the list) sets the run's first conditions, and the timeline
+  starts once they are all in place: every later `at_s` counts from the end of the opening (`opening_s` in the
+  schedule), and so does what the opening's steps leave for later (a fault's `duration_s`, a restart's delay),
+  so that a slow opening (steps over SSH on a loaded machine: 3 s) does not squeeze the intervals after it;
 - `after: C` fires when condition C holds, plus `delay_s`; `timeout_s` (default 60 s) bounds the wait, after
   which the run stops with a `StepError` naming what was missing:
   - `heal`: the previous heal took effect: the nearest earlier step among heal, fast, end, resume and start
@@ -56,6 +60,7 @@ class Backend(Protocol):
     def control_ready(self, node: str) -> bool: ...
     def waiting_for(self) -> str: ...                   # what the last unmet condition lacked (for errors)
     def show(self, index: int, total: int, planned_s: float, applied_s: float, step: Step) -> None: ...
+    def opened(self, opening_s: float) -> None: ...     # the opening is in place, after opening_s
     def save(self) -> None: ...
 
 
@@ -113,6 +118,9 @@ class Timeline:
         self.down: dict[str, str] = {}   # node -> why it is down (its control API cannot answer)
         self.unsure: set[str] = set()    # nodes started again whose control API has not answered yet
         self.view_mark: Any = None
+        self.opening = next((i for i, s in enumerate(self.steps) if s.after is not None or s.at_s > 0),
+                            len(self.steps))  # how many steps the opening holds
+        self.offset_s = 0.0                    # where the timeline's t=0 is on the backend's clock: the opening's end
 
     # --- time -----------------------------------------------------------------------------------------------------
     def advance(self, until_s: float, label: str) -> None:
@@ -150,12 +158,22 @@ class Timeline:
                resumes: str | None = None) -> None:
         heapq.heappush(self.later, Later(due_s, next(self._order), index, what, run, resumes))
 
+    def _open(self) -> None:
+        """The opening is in place: the timeline's t=0 is now, and what the opening's steps left for later counts
+        from now as well."""
+        self.offset_s = self.schedule.opening_s = self.backend.now_s()
+        for item in self.later:
+            item.due_s += self.offset_s - (self.realised[item.index].done_at_s or 0.0)
+        heapq.heapify(self.later)
+        self.backend.opened(self.offset_s)
+
     # --- when a step fires -----------------------------------------------------------------------------------------
     def _fire_time(self, index: int, step: Step) -> tuple[float, float | None]:
         """Let time pass until the step fires; returns (planned time, when its condition held)."""
         if step.after is None:
-            self.advance(step.at_s, f"next: step {index + 1} at t={step.at_s:g} s")
-            return step.at_s, None
+            planned = step.at_s + self.offset_s
+            self.advance(planned, f"next: step {index + 1} at t={step.at_s:g} s")
+            return planned, None
         deadline = self.backend.now_s() + step.wait_s
         what = f"step {index + 1} after {step.after}"
         if step.after == "heal":
@@ -244,7 +262,7 @@ class Timeline:
             realised = RealisedStep(index=index, action=step.action,
                                     args=step.model_dump(mode="json", by_alias=True)[_key(step)], at_s=planned_s,
                                     applied_at_s=backend.now_s(), applied_ts=backend.now_ts(), after=step.after,
-                                    condition_met_at_s=met_s)
+                                    condition_met_at_s=met_s, opening=index < self.opening)
             self.realised[index] = realised
             self.schedule.steps.append(realised)
             backend.show(index, len(steps), planned_s, realised.applied_at_s, step)
@@ -262,9 +280,11 @@ class Timeline:
             then = result.get("then")
             if then is not None:
                 self._defer(realised.done_at_s + then["delay_s"], index, "start", then["run"], then.get("node"))
+            if index + 1 == self.opening:
+                self._open()
             self.view_mark = mark
             backend.save()
-        self.advance(max(self.scenario.timeline_s, backend.now_s()), "end of the timeline")
+        self.advance(max(self.scenario.timeline_s + self.offset_s, backend.now_s()), "end of the timeline")
         while self.later:
             self._run_later()
         backend.save()

@@ -264,6 +264,8 @@ class FakeClient:
     def unicast(self, to: str, count: int, size: int, rate: float) -> int:
         self.health()
         self.cluster.calls.append(("workload", self.name, self.cluster.clock.now_s()))
+        if self.cluster.workload_costs_s:  # a start that takes time (over SSH, on a loaded machine)
+            self.cluster.clock.t_s += self.cluster.workload_costs_s.pop(0)
         return 1
 
 
@@ -274,6 +276,7 @@ class FakeCluster:
         self.up_at: dict[str, float | None] = {}
         self.calls: list[tuple[str, str, float]] = []
         self.answer_after_start_s = answer_after_start_s
+        self.workload_costs_s: list[float] = []  # what each workload's start takes, in turn (then nothing)
 
     def client(self, name: str) -> FakeClient:
         return FakeClient(self, name)
@@ -328,6 +331,25 @@ def container_run(text: str, tmp_path: Path, answer_after_start_s: float | None 
     backend = runner.StepBackend(target, cluster.clock, sched, QUIET)
     timeline.Timeline(loaded.scenario, backend, sched).run()
     return target, sched
+
+
+def test_the_timeline_starts_once_the_opening_is_in_place(tmp_path: Path) -> None:
+    """The steps at t=0 that lead the list are the opening: when they take time (a shaper started over SSH on a
+    loaded machine: seconds), every later at_s and what the opening left for later (a kill's duration_s) count from
+    its end, so the intervals the scenario states hold; the replay keeps them too."""
+    cluster = FakeCluster(tmp_path, 0.2)
+    cluster.workload_costs_s = [1.5]
+    text = ("cluster: {nodes: 2}\nsteps:\n  - {at_s: 0, kill: n2, duration_s: 2}\n"
+            "  - {at_s: 0, workload: {kind: unicast, from: n1, to: n2, count: 1}}\n"
+            "  - {at_s: 1, workload: {kind: unicast, from: n1, to: n2, count: 1}}\n")
+    _, sched = container_run(text, tmp_path, cluster=cluster)
+    assert sched.opening_s == 1.5
+    assert [(s.opening, s.at_s, s.applied_at_s) for s in sched.steps] == [(True, 0, 0), (True, 0, 0), (False, 2.5, 2.5)]
+    assert cluster.calls == [("kill", "n2", 0.0), ("workload", "n1", 0.0), ("workload", "n1", 2.5),
+                             ("start", "n2", 3.5)]  # the kill lasted 2 s from the opening's end
+    replayed = schedule.replay_document(sched)["steps"]
+    assert [(s["at_s"], next(k for k in s if k in ("kill", "workload", "end"))) for s in replayed] == [
+        (0.0, "kill"), (0.0, "workload"), (1.0, "workload"), (2.0, "end")]
 
 
 def test_a_delayed_restart_lets_steps_go_on_and_a_step_needing_the_node_waits_for_it(tmp_path: Path) -> None:
