@@ -23,7 +23,8 @@ FILE = "schedule.json"
 
 @dataclass
 class RealisedStep:
-    """One step as it happened; times `*_at_s` are seconds since the timeline started, `*_ts` unix seconds."""
+    """One step as it happened; times `*_at_s` are seconds since the run's first step (`started_ts`), `*_ts` unix
+    seconds. `at_s` is when it was planned: after the opening, its scenario time plus `Schedule.opening_s`."""
 
     index: int
     action: str
