@@ -86,8 +86,9 @@ def analyze(run_dir: Path | str, master: str | None = None, params: Mapping[str,
     `master`: a Spark master URL (default `$SPLITLAB_SPARK_MASTER`, else `local[*]`); `params`: check
     parameters `{check: {key: value}}` over the defaults; `spark`: use this session instead; `report`: also
     write the Parquet tables and report.html (summary.json is always written); `check_threads`: checks and the
-    table writes run concurrently as Spark jobs from this many threads (the tables they share are built before);
-    `diagram`: the window and size of the report's message sequence diagram (default: `DiagramOptions()`).
+    table writes run concurrently as Spark jobs from this many threads (a table they share is built by the
+    first that asks, `pipeline.tables.shared`); `diagram`: the window and size of the report's message sequence
+    diagram (default: `DiagramOptions()`).
     Without `spark`, the run goes to the warm analysis service when it is up on that master (`pipeline.service`).
     The verdict comes first: summary.json is written as soon as the checks are done (`analysis.verdict_s`) and
     `on_verdict(summary)` called, then the tables and the report follow and summary.json is written again with
@@ -110,7 +111,7 @@ def analyze(run_dir: Path | str, master: str | None = None, params: Mapping[str,
     history = read.stats
     tables = Tables(session, read)
     try:
-        with step("building tables"):
+        with step("reading the walked events"):
             tables.prepare()
         ctx = CheckContext(spark=session, tables=tables, history=history)
         report_dir = run.report_dir
