@@ -56,13 +56,18 @@ def bed_inventory(tmp_path_factory: pytest.TempPathFactory) -> Inventory:
 
 
 
+def bed_containers(inventory: Inventory) -> list[str]:
+    """The containers that play the bed's hosts."""
+    name = bed.bed_name(inventory.path.parent)
+    return [bed.container(name, i) for i in range(1, len(inventory.hosts) + 1)]
+
+
 @contextlib.contextmanager
 def at_full_weight(inventory: Inventory):
     """The bed's hosts at a container's CPU weight while a run whose outcome is a matter of timing goes on, and back
     to their quarter after: under `make test`, jgrp1873's heal over SSH took 2.5 s on starved hosts, the acks it
     holds for 5.5 s went out in the middle of it, and the legacy bug did not show (2026-11-30)."""
-    name = bed.bed_name(inventory.path.parent)
-    hosts = [bed.container(name, i) for i in range(1, len(inventory.hosts) + 1)]
+    hosts = bed_containers(inventory)
 
     def weigh(shares: int) -> None:
         subprocess.run(["docker", "update", "--cpu-shares", str(shares), *hosts], capture_output=True, text=True,
@@ -143,10 +148,9 @@ def test_a_hosts_engine_starts_containers_over_ssh_and_its_refusal_names_the_ima
 
 
 def test_the_beds_hosts_carry_the_cpu_weight_asked_for(bed_inventory: Inventory) -> None:
-    name = bed.bed_name(bed_inventory.path.parent)
-    weights = [subprocess.run(["docker", "inspect", "-f", "{{.HostConfig.CpuShares}}", bed.container(name, i)],
+    weights = [subprocess.run(["docker", "inspect", "-f", "{{.HostConfig.CpuShares}}", host],
                               capture_output=True, text=True, check=True).stdout.strip()
-               for i in range(1, len(bed_inventory.hosts) + 1)]
+               for host in bed_containers(bed_inventory)]
     assert weights == [str(BED_CPU_SHARES)] * 3, weights
 
 
