@@ -35,7 +35,7 @@ def _start(cache: Path, short_lived: bool = True) -> tuple[list[str], str]:
     env = {**os.environ, jvm_archive.CACHE_ENV: str(cache), "PYTHONPATH": str(ROOT)}
     env.pop("SPLITLAB_SPARK_MASTER", None)
     done = subprocess.run([sys.executable, "-c", _START, "short" if short_lived else "long", str(cache)], env=env,
-                          capture_output=True, text=True, timeout=180)
+                          capture_output=True, text=True, timeout=jvm_archive.RECORD_TIMEOUT_S + 120)
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout.splitlines(), done.stderr
 
