@@ -27,6 +27,8 @@ import sys
 import time
 from pathlib import Path
 
+from node.usercache import user_cache
+
 CACHE_ENV = "SPLITLAB_JVM_CACHE"
 # how long an analysing process waits at its exit for its JVM to write the archive: a few seconds alone, but over
 # 60 s in a worker at nice 10 beside make test's clusters (CI, 2026-11-30); only the first analysis on a machine
@@ -37,11 +39,10 @@ SHORT_LIVED_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", *QUIET_OPT
 
 
 def cache_dir() -> Path:
-    """`$SPLITLAB_JVM_CACHE`, else `$XDG_CACHE_HOME/splitlab/jvm`, else `~/.cache/splitlab/jvm`."""
+    """`$SPLITLAB_JVM_CACHE`, else the user's cache (`node.usercache`: `~/.cache/splitlab/jvm`)."""
     if os.environ.get(CACHE_ENV):
         return Path(os.environ[CACHE_ENV])
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "splitlab" / "jvm"
+    return user_cache("jvm")
 
 
 def _runtime_digest() -> str:

@@ -1,11 +1,13 @@
 """The node's compiled build: its hot modules compiled by mypyc, in a site of their own beside the pure sources.
 
-`build()` copies the `node` package into `.build/compiled/<key>/site/node` and compiles `COMPILED` there with
-mypyc (from the same sources: mypyc needs no annotation beyond what mypy checks, `tests/unit/test_types.py`), so
-the site holds a whole `node` package whose hot modules are extension modules (which Python's import system
-prefers to the `.py` beside them) and mypyc's shared library at the site's top. `<key>` is a digest of the
-sources, the Python ABI and mypy's version: a build is made once, in a directory it then renames into place, so
-a half-built site is never used and concurrent builders agree.
+`build()` copies the `node` package into `~/.cache/splitlab/compiled/<key>/site/node` (the user's cache,
+`node.usercache`) and compiles `COMPILED` there with mypyc (from the same sources: mypyc needs no annotation
+beyond what mypy checks, `tests/unit/test_types.py`), so the site holds a whole `node` package whose hot modules
+are extension modules (which Python's import system prefers to the `.py` beside them) and mypyc's shared library
+at the site's top. `<key>` is a digest of the sources, the Python ABI and mypy's version: a build is made once
+per machine, in a directory it then renames into place, so a half-built site is never used and concurrent
+builders agree. In the user's cache, not the checkout: a fresh clone of the same sources (CI's) finds the build
+another clone made (it took a worker of `make test` 3.7 min to build in CI, 2026-11-30).
 
 Who runs which build:
 - the node image carries both, and its nodes run the compiled one (`images/node/Dockerfile`: the compiled site
@@ -36,6 +38,7 @@ from typing import Callable
 
 from chaos.host.proc import run
 from node.errors import EnvironmentProblem
+from node.usercache import user_cache
 
 REPO = Path(__file__).resolve().parents[2]
 COMPILED = ("node/core.py", "node/wire.py", "node/driver.py", "node/stack.py", "node/history.py",
@@ -93,7 +96,7 @@ def build_key(repo: Path = REPO) -> str:
 
 def site_dir(repo: Path = REPO) -> Path:
     """Where the compiled site for the current sources is (or will be)."""
-    return repo / ".build" / "compiled" / build_key(repo) / "site"
+    return user_cache("compiled") / build_key(repo) / "site"
 
 
 def build(log: Log, repo: Path = REPO) -> Path:

@@ -114,12 +114,13 @@ class Trials:
         self.last_failing: Path | None = None  # the run directory of the last trial that failed
 
     def spark(self) -> Any:
-        """One session for every trial (None: the warm analysis service serves them, or no analysis needed)."""
+        """One session for every trial (None: the warm analysis service serves them, or no analysis needed): a
+        short-lived JVM (C1 only, the serial collector), as a test session's, for many small analyses."""
         if self.analyze and not self._spark_ready:
             from pipeline import service_client
             from pipeline.session import spark_session
 
-            self._spark = None if service_client.status() is not None else spark_session()
+            self._spark = None if service_client.status() is not None else spark_session(short_lived=True)
             self._spark_ready = True
         return self._spark
 

@@ -66,7 +66,7 @@ def bed_containers(inventory: Inventory) -> list[str]:
 def at_full_weight(inventory: Inventory):
     """The bed's hosts at a container's CPU weight while a run whose outcome is a matter of timing goes on, and back
     to their quarter after: under `make test`, jgrp1873's heal over SSH took 2.5 s on starved hosts, the acks it
-    holds for 5.5 s went out in the middle of it, and the legacy bug did not show (2026-11-30)."""
+    then held for 5.5 s went out in the middle of it, and the legacy bug did not show (2026-11-30)."""
     hosts = bed_containers(inventory)
 
     def weigh(shares: int) -> None:

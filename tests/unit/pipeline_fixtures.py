@@ -27,10 +27,11 @@ HEAL_EFFECTIVE_S = 3.05
 
 @functools.cache
 def shared_spark():
-    """One local[2] session for every pipeline test module in this process; stopped at interpreter exit."""
+    """One local[2] session for every pipeline test module in this process; stopped at interpreter exit. A
+    short-lived JVM, as the pytest plugin's (`splitlab_spark`): C1 only and the serial collector."""
     from pipeline.session import spark_session
 
-    spark = spark_session("local[2]", shuffle_partitions=2)
+    spark = spark_session("local[2]", shuffle_partitions=2, short_lived=True)
     atexit.register(spark.stop)
     return spark
 

@@ -7,6 +7,7 @@ import dataclasses
 import importlib
 import inspect
 import os
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -83,6 +84,19 @@ def test_every_compiled_module_is_checked_by_mypy():
     unchecked = [m for m in compiled.COMPILED if not any(m == c or m.startswith(c.rstrip("/") + "/") for c in checked)]
     assert unchecked == []
     assert all((HERE / name).is_file() for name in compiled.COMPILED_TESTS)
+
+
+def test_two_clones_of_the_same_sources_share_one_build_in_the_users_cache(tmp_path, monkeypatch):
+    """A fresh clone (CI's) finds the build another clone of the same sources made: the site is in the user's
+    cache under the sources' digest, not in the checkout; another source is another build."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    clones = [tmp_path / "a", tmp_path / "b"]
+    for clone in clones:
+        shutil.copytree(REPO / "node", clone / "node", ignore=shutil.ignore_patterns("__pycache__"))
+    first, second = (compiled.site_dir(clone) for clone in clones)
+    assert first == second == tmp_path / "cache" / "splitlab" / "compiled" / compiled.build_key(REPO) / "site"
+    (clones[1] / "node" / "core.py").write_text("# another source\n", encoding="utf-8")
+    assert compiled.site_dir(clones[1]) != first
 
 
 # the share of the hostile property tests' examples the compiled run draws: a quarter in `make test` (the pure

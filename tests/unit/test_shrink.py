@@ -137,3 +137,21 @@ def test_a_run_that_does_not_reproduce_or_did_not_fail_is_said_so(tmp_path: Path
         "trial 1/60: the full schedule in the simulator: passes (the failure does not reproduce there)"]
     with pytest.raises(UsageError, match="did not fail"):
         shrink_run(passing.run_dir, checks=["delivery"], log=lambda _: None)
+
+
+def test_the_trials_share_one_short_lived_spark_session(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A shrink analyses many small runs in one JVM: a short-lived one (C1 only, the serial collector), started
+    once for every trial, and none while the warm service is up."""
+    from chaos.harness import shrink_run
+    from pipeline import service_client, session
+
+    asked: list[dict[str, Any]] = []
+    started = object()
+    monkeypatch.setattr(service_client, "status", lambda *args, **kwargs: None)
+    monkeypatch.setattr(session, "spark_session", lambda *args, **kwargs: asked.append(kwargs) or started)
+    trials = shrink_run.Trials("sim", None, ["delivery"], tmp_path, "test", lambda line: None)  # type: ignore[arg-type]
+    assert trials.spark() is started and trials.spark() is started
+    assert asked == [{"short_lived": True}]
+    monkeypatch.setattr(service_client, "status", lambda *args, **kwargs: {"pid": 1})
+    served = shrink_run.Trials("sim", None, ["delivery"], tmp_path, "test", lambda line: None)  # type: ignore[arg-type]
+    assert served.spark() is None and len(asked) == 1
