@@ -196,3 +196,19 @@ def test_the_sweep_removes_only_runs_this_session_started(tmp_path) -> None:
     removed.clear()
     runs.keep = True
     assert sweep(runs, lambda: listed, remove) == expected and removed == []
+
+
+def test_the_sessions_spark_is_a_short_lived_jvm(pytester, monkeypatch) -> None:
+    """`splitlab_spark` starts a short-lived JVM (C1 only, the serial collector, the class archive): a test session
+    analyses small histories for minutes (`pipeline.jvm_archive`); none while the warm service is up."""
+    from pipeline import service_client, session
+
+    asked: list[dict] = []
+    monkeypatch.setattr(service_client, "status", lambda *args, **kwargs: None)
+    monkeypatch.setattr(session, "spark_session", lambda *args, **kwargs: asked.append(kwargs) or "the session")
+    pytester.makepyfile(test_spark="""
+        def test_it(splitlab_spark):
+            assert splitlab_spark == "the session"
+    """)
+    pytester.runpytest(*QUIET).assert_outcomes(passed=1)
+    assert [kwargs.get("short_lived") for kwargs in asked] == [True]
