@@ -17,6 +17,7 @@ import pytest
 from test_property_harness import EXAMPLES_FRACTION_ENV
 
 from chaos.cluster import compiled
+from node.errors import EnvironmentProblem
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -124,3 +125,12 @@ def test_the_node_tests_pass_on_the_compiled_build(examples_fraction: float):
     tail = (done.stdout + done.stderr)[-6000:]
     assert done.returncode == 0, f"the node's tests on the compiled build failed:\n{tail}"
     assert " passed" in tail and " failed" not in tail and " skipped" not in tail, tail
+
+
+def test_a_cache_that_cannot_be_written_is_one_clear_error(tmp_path, monkeypatch):
+    blocked = tmp_path / "not-a-directory"
+    blocked.write_text("a file where the cache would go\n")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
+    with pytest.raises(EnvironmentProblem, match="cannot write the compiled node's cache") as raised:
+        compiled.build(lambda line: None)
+    assert "XDG_CACHE_HOME" in (raised.value.hint or "")
