@@ -2,11 +2,14 @@
 and their functions looked up once, no stage fused into a method too large for the JIT."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 from py4j.java_gateway import JVMView
 from py4j.protocol import REFL_GET_MEMBER_SUB_COMMAND_NAME, REFLECTION_COMMAND_NAME
 from pyspark.sql import functions as F
 
+from pipeline import session
 from pipeline.session import CODEGEN_CACHE_ENTRIES, HUGE_METHOD_BYTES
 from pipeline_fixtures import shared_spark
 
@@ -60,9 +63,15 @@ def test_no_stage_is_fused_into_a_method_the_jit_will_not_compile() -> None:
     assert int(spark.conf.get("spark.sql.codegen.hugeMethodLimit")) == HUGE_METHOD_BYTES <= HOTSPOT_HUGE_METHOD_BYTES
 
 
-def test_the_test_sessions_jvm_is_a_short_lived_one() -> None:
+def test_the_test_sessions_jvm_is_a_short_lived_one(monkeypatch: pytest.MonkeyPatch) -> None:
     """The suite's shared session (and the pytest plugin's, `splitlab_spark`, which the same worker may start
     first) runs C1 only with the serial collector: a test session's many small analyses cost 30 % less JVM CPU
-    that way, and `make test` is bound by its two cores."""
+    that way, and `make test` is bound by its two cores. What `shared_spark` asks for is checked on its own too,
+    since the running session may be the plugin's."""
     options = shared_spark().sparkContext.getConf().get("spark.driver.extraJavaOptions")
     assert "-XX:TieredStopAtLevel=1" in options and "-XX:+UseSerialGC" in options, options
+    asked: list[dict] = []
+    monkeypatch.setattr(session, "spark_session",
+                        lambda *args, **kwargs: asked.append(kwargs) or SimpleNamespace(stop=lambda: None))
+    shared_spark.__wrapped__()  # past functools.cache: what a first call asks for
+    assert [kwargs.get("short_lived") for kwargs in asked] == [True]
