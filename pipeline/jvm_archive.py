@@ -9,7 +9,11 @@ class-data-sharing archive (JDK 17's dynamic CDS: `-XX:SharedArchiveFile`) of th
 The archive is made by the first short-lived analysis on the machine: its JVM records the classes it loaded
 (`-XX:ArchiveClassesAtExit`) into a file of its own; when the analysing process exits, it lets its JVM exit,
 waits for it (up to `RECORD_TIMEOUT_S`) and moves the file into place, so no other JVM ever maps a half-written
-archive. Every other driver JVM (the warm service's, a large history's) maps the archive too once there is one,
+archive. One process records at a time: its recording file, made when it starts, tells the others (which run
+without an archive meanwhile); a recording whose process is gone is removed once untouched for
+`RECORD_TIMEOUT_S`, whether or not an archive exists by then (an xdist worker exits without its atexit
+handlers, and its JVM, left alone, writes its recording when its stdin closes: `make test` left two of 130-150 MB
+behind, 2026-12-02). Every other driver JVM (the warm service's, a large history's) maps the archive too once there is one,
 keeping C2 and the default collector (`mapped_options`). The archive's name holds a digest of the Java runtime
 and of pyspark's jars (another Java or pyspark gets an archive of its own) and its size (a JVM crashes on a
 truncated archive; one of another size is removed). The JVM's own log goes to stderr at error level only: it
@@ -61,10 +65,10 @@ def _runtime_digest() -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
-def _archive(digest: str) -> Path | None:
-    """This runtime's archive if there is a whole one: its name holds its size (`spark-<digest>.<bytes>.jsa`), as
-    a JVM crashes on a truncated archive; one of another size is removed."""
-    for path in cache_dir().glob(f"spark-{digest}.*.jsa"):
+def _archive(digest: str, where: Path | None = None) -> Path | None:
+    """This runtime's archive if there is a whole one in `where` (default: `cache_dir()`): its name holds its size
+    (`spark-<digest>.<bytes>.jsa`), as a JVM crashes on a truncated archive; one of another size is removed."""
+    for path in (where or cache_dir()).glob(f"spark-{digest}.*.jsa"):
         size = path.name.split(".")[1]
         try:
             if size.isdigit() and path.stat().st_size == int(size):
@@ -80,6 +84,7 @@ def mapped_options() -> list[str]:
     when there is a whole one, else nothing; such a JVM never records one (it keeps C2 and the default collector,
     which a dynamic archive does not depend on). The service starts 2 s sooner with it, and its first analysis of
     15k events takes 1 s less (DESIGN.md)."""
+    _sweep_recordings()
     archive = _archive(_runtime_digest())
     return [] if archive is None else [*QUIET_OPTIONS, f"-XX:SharedArchiveFile={archive}"]
 
@@ -88,22 +93,35 @@ def java_options() -> list[str]:
     """The driver JVM options of a short-lived analysis. Maps the archive when there is one; otherwise records
     one and arranges (at this process's exit) to wait for the JVM and move the archive into place."""
     digest = _runtime_digest()
+    _sweep_recordings()
     archive = _archive(digest)
     if archive is not None:
         return [*SHORT_LIVED_OPTIONS, f"-XX:SharedArchiveFile={archive}"]
+    if _recorded_elsewhere(digest):
+        return list(SHORT_LIVED_OPTIONS)
+    recording = cache_dir() / f"spark-{digest}.{os.getpid()}.recording"
     try:
         cache_dir().mkdir(parents=True, exist_ok=True)
+        recording.touch()  # tells other processes that this one records (the JVM writes it at its exit)
     except OSError:
         return list(SHORT_LIVED_OPTIONS)  # no writable cache: run without an archive
-    _sweep_recordings()
-    recording = cache_dir() / f"spark-{digest}.{os.getpid()}.recording"
     atexit.register(_keep_recording, recording)
     return [*SHORT_LIVED_OPTIONS, f"-XX:ArchiveClassesAtExit={recording}"]
 
 
+def _recorded_elsewhere(digest: str) -> bool:
+    """Another living process records this runtime's archive."""
+    for path in cache_dir().glob(f"spark-{digest}.*.recording"):
+        pid = path.name.split(".")[1]
+        if pid.isdigit() and int(pid) != os.getpid() and Path(f"/proc/{pid}").exists():
+            return True
+    return False
+
+
 def _sweep_recordings() -> None:
     """Remove what killed processes left: a recording whose process is gone, untouched for `RECORD_TIMEOUT_S`
-    (its JVM, left alone, wrote it when its stdin closed and nobody moved it into place)."""
+    (its JVM, left alone, wrote it when its stdin closed and nobody moved it into place). A cache directory that
+    does not exist holds none."""
     for path in cache_dir().glob("*.recording"):
         pid = path.name.split(".")[1]
         try:
@@ -124,7 +142,8 @@ def _keep_recording(recording: Path) -> None:
 
 def finish(recording: Path, jvm: subprocess.Popen | None) -> None:
     """End `jvm` (it leaves when its stdin closes), wait for it to write `recording`, and make that the archive
-    if the JVM exited cleanly; a recording with no JVM, of a failed JVM or a late one is removed."""
+    if the JVM exited cleanly and there is none yet; a recording with no JVM, of a failed JVM or a late one is
+    removed."""
     clean = False
     if jvm is not None and jvm.stdin is not None:
         try:
@@ -132,11 +151,12 @@ def finish(recording: Path, jvm: subprocess.Popen | None) -> None:
             clean = jvm.wait(timeout=RECORD_TIMEOUT_S) == 0
         except (OSError, subprocess.TimeoutExpired) as exc:
             print(f"splitlab: the JVM's class archive was not kept: {exc}", file=sys.stderr)
+    digest = recording.name.split(".")[0].removeprefix("spark-")
     try:
-        if clean and recording.is_file() and recording.stat().st_size:
+        if clean and recording.is_file() and recording.stat().st_size and _archive(digest, recording.parent) is None:
             os.replace(recording, recording.with_name(
                 f"{recording.name.split('.')[0]}.{recording.stat().st_size}.jsa"))
-        else:
+        else:  # not whole, or another process's archive came first
             recording.unlink(missing_ok=True)
     except OSError as exc:
         print(f"splitlab: the JVM's class archive was not kept: {exc}", file=sys.stderr)

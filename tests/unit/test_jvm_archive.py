@@ -16,7 +16,8 @@ import pytest
 from pipeline import jvm_archive
 
 ROOT = Path(__file__).resolve().parents[2]
-# prints the driver's JVM options, a job's result, and the files of the cache directory (argv[2]) its JVM maps
+# prints the driver's JVM options, a job's result, the files of the cache directory (argv[2]) its JVM maps, and how
+# its expressions are evaluated (`session.SHORT_LIVED_CONF`)
 # (spark-submit's process becomes the JVM: its /proc maps)
 _START = """
 import sys
@@ -27,6 +28,7 @@ print(spark.sparkContext.getConf().get("spark.driver.extraJavaOptions"))
 print(spark.range(5).selectExpr("sum(id)").collect()[0][0])
 maps = open(f"/proc/{SparkContext._gateway.proc.pid}/maps").read().split()
 print(sorted({word for word in maps if word.startswith(sys.argv[2])}))
+print(spark.conf.get("spark.sql.codegen.factoryMode"))
 """
 
 
@@ -49,7 +51,7 @@ def test_the_first_short_lived_jvm_records_the_archive_and_the_next_maps_it(tmp_
     first, first_err = _start(tmp_path)
     assert "-XX:ArchiveClassesAtExit=" in first[0] and "-XX:TieredStopAtLevel=1" in first[0]
     assert "SharedArchiveFile" not in first[0]
-    assert first[1] == "10" and first[2] == "[]"
+    assert first[1] == "10" and first[2] == "[]" and first[3] == "NO_CODEGEN"
     archives = list(tmp_path.glob("spark-*.jsa"))
     assert len(archives) == 1, (list(tmp_path.iterdir()), first_err[-2000:])
     assert archives[0].stat().st_size == int(archives[0].name.split(".")[1]) > 1 << 20
@@ -62,6 +64,7 @@ def test_the_first_short_lived_jvm_records_the_archive_and_the_next_maps_it(tmp_
     assert f"-XX:SharedArchiveFile={archives[0]}" in long_lived[0]
     assert "TieredStopAtLevel" not in long_lived[0] and "ArchiveClassesAtExit" not in long_lived[0]
     assert long_lived[1] == "10" and long_lived[2] == str([str(archives[0])]), "the JVM did not map the archive"
+    assert long_lived[3] == "FALLBACK"  # Spark's default: generated code, interpreted where it does not compile
     assert list(tmp_path.glob("spark-*.jsa")) == archives
 
 
@@ -108,3 +111,33 @@ def test_a_recording_without_a_jvm_that_ended_cleanly_is_removed(tmp_path: Path)
     recording.write_bytes(b"whole")
     jvm_archive.finish(recording, clean)
     assert [p.name for p in tmp_path.iterdir()] == ["spark-0123.5.jsa"]
+    late = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    recording.write_bytes(b"second")
+    jvm_archive.finish(recording, late)  # another process's archive came first: one archive, no second
+    assert [p.name for p in tmp_path.iterdir()] == ["spark-0123.5.jsa"]
+
+
+def test_one_process_records_at_a_time_and_what_a_gone_one_left_goes_beside_an_archive(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(jvm_archive.CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(jvm_archive.atexit, "register", lambda *args: None)
+    digest = jvm_archive._runtime_digest()
+    recorder = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    claim = tmp_path / f"spark-{digest}.{recorder.pid}.recording"
+    claim.touch()
+    try:
+        options = jvm_archive.java_options()
+    finally:
+        assert recorder.stdin is not None
+        recorder.stdin.close()
+        recorder.wait()
+    assert options == list(jvm_archive.SHORT_LIVED_OPTIONS)  # no archive to map, none recorded here
+    assert list(tmp_path.iterdir()) == [claim]
+
+    whole = tmp_path / f"spark-{digest}.100.jsa"
+    whole.write_bytes(b"x" * 100)
+    old_s = time.time() - jvm_archive.RECORD_TIMEOUT_S - 10
+    os.utime(claim, (old_s, old_s))  # its process gone, the file untouched since: an xdist worker's leftover
+    assert jvm_archive.mapped_options()[-1] == f"-XX:SharedArchiveFile={whole}"
+    assert list(tmp_path.iterdir()) == [whole]
+
