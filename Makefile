@@ -41,9 +41,11 @@ images-all: setup
 ## pytest-xdist workers; the timing-sensitive container tests run in one of them, one after the other, the
 ## multi-host tests and the container tests no timing decides in the others (tests/conftest.py)
 ## (tests marked `long` run in `make bench` instead); the doctor first: an engine that cannot create a network fails
-## here in seconds, not in every container test after 60 s
+## here in seconds, not in every container test after 60 s; the JVM's class archive is recorded beside the images
+## (pipeline.jvm_archive), so that every test's JVM maps it (the workers' sessions start before any analysis ends)
 test: setup
-	$(BIN)/splitlab images --kind all --bed
+	@$(BIN)/splitlab spark archive & archive=$$!; $(BIN)/splitlab images --kind all --bed; built=$$?; \
+		wait $$archive && exit $$built
 	$(BIN)/splitlab doctor
 	@mkdir -p runs
 	$(BIN)/pytest tests -ra -n 3 -m "not long" --junitxml=runs/junit.xml $(PYTEST_ARGS)

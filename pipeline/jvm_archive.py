@@ -109,6 +109,21 @@ def java_options() -> list[str]:
     return [*SHORT_LIVED_OPTIONS, f"-XX:ArchiveClassesAtExit={recording}"]
 
 
+def archive() -> Path | None:
+    """This runtime's whole archive, if there is one."""
+    return _archive(_runtime_digest())
+
+
+def keep_now() -> Path | None:
+    """What this process's exit would do, now: end its JVM (its Spark session must be stopped), keep what the JVM
+    recorded, and return this runtime's archive (None when this process recorded none and none exists)."""
+    recording = cache_dir() / f"spark-{_runtime_digest()}.{os.getpid()}.recording"
+    if recording.exists():
+        atexit.unregister(_keep_recording)
+        _keep_recording(recording)
+    return archive()
+
+
 def _recorded_elsewhere(digest: str) -> bool:
     """Another living process records this runtime's archive."""
     for path in cache_dir().glob(f"spark-{digest}.*.recording"):

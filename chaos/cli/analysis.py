@@ -148,6 +148,39 @@ def cmd_spark_status(args: argparse.Namespace) -> int:
     return 0 if state is not None else 1
 
 
+def cmd_spark_archive(args: argparse.Namespace) -> int:
+    """Record the short-lived JVM's class archive (`pipeline.jvm_archive`) unless there is one: a short-lived
+    session analyses a synthetic history (the service's warm-up, report included) and ends its JVM."""
+    import tempfile
+    from pathlib import Path
+
+    from pipeline import jvm_archive
+    from pipeline.api import analyze
+    from pipeline.service import WARM_UP_EVENTS
+    from pipeline.session import spark_session
+    from pipeline.synthetic import generate_history
+
+    out = Console(highlight=False)
+    found = jvm_archive.archive()
+    if found is None:
+        started = time.monotonic()
+        with tempfile.TemporaryDirectory(prefix="sl-archive-") as tmp:
+            run_dir = Path(tmp) / "run"
+            generate_history(run_dir, WARM_UP_EVENTS)
+            spark = spark_session("local[*]", short_lived=True)
+            try:
+                analyze(run_dir, spark=spark)
+            finally:
+                spark.stop()
+        found = jvm_archive.keep_now()
+        if found is None:
+            out.print("the JVM's class archive is being recorded by another process (or was not kept: see above)")
+            return 1
+        out.print(f"recorded the JVM's class archive in {time.monotonic() - started:.1f} s")
+    out.print(f"the JVM's class archive: {found} ({found.stat().st_size >> 20} MiB)")
+    return 0
+
+
 def _epilog() -> str:
     """The default master and the checks' parameters with their defaults (this imports Spark: only when the help
     is shown)."""
@@ -204,5 +237,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                     help="give up when it is not ready after S seconds (default 120)")
     add_verb(verbs, "down", "stop the service (and the Spark cluster 'spark up --workers' started)", cmd_spark_down,
              examples=["splitlab spark down"])
+    add_verb(verbs, "archive", "record the class archive that every analysis JVM maps, unless there is one "
+             "(the first short-lived analysis would; make test does it beside building the images)",
+             cmd_spark_archive, examples=["splitlab spark archive"])
     add_verb(verbs, "status", "show the service (exit 1 when it is not up)", cmd_spark_status,
              examples=["splitlab spark status", "SPLITLAB_ANALYSIS_SOCKET=/tmp/my.sock splitlab spark status"])
