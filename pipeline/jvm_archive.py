@@ -13,8 +13,8 @@ archive. One process records at a time: its recording file, made when it starts,
 without an archive meanwhile); a recording whose process is gone is removed once untouched for
 `RECORD_TIMEOUT_S`, whether or not an archive exists by then (an xdist worker exits without its atexit
 handlers, and its JVM, left alone, writes its recording when its stdin closes: `make test` left two of 130-150 MB
-behind, 2026-12-02). Every other driver JVM (the warm service's, a large history's) maps the archive too once there is one,
-keeping C2 and the default collector (`mapped_options`). The archive's name holds a digest of the Java runtime
+behind, 2026-12-02). Every other driver JVM (the warm service's, a large history's) maps the archive too once there
+is one, keeping C2 and the default collector (`mapped_options`). The archive's name holds a digest of the Java runtime
 and of pyspark's jars (another Java or pyspark gets an archive of its own) and its size (a JVM crashes on a
 truncated archive; one of another size is removed). The JVM's own log goes to stderr at error level only: it
 would otherwise print CDS warnings (classes it cannot archive, an archive it cannot use) on the analysis's
@@ -85,8 +85,8 @@ def mapped_options() -> list[str]:
     which a dynamic archive does not depend on). The service starts 2 s sooner with it, and its first analysis of
     15k events takes 1 s less (DESIGN.md)."""
     _sweep_recordings()
-    archive = _archive(_runtime_digest())
-    return [] if archive is None else [*QUIET_OPTIONS, f"-XX:SharedArchiveFile={archive}"]
+    found = archive()
+    return [] if found is None else [*QUIET_OPTIONS, f"-XX:SharedArchiveFile={found}"]
 
 
 def java_options() -> list[str]:
@@ -99,7 +99,7 @@ def java_options() -> list[str]:
         return [*SHORT_LIVED_OPTIONS, f"-XX:SharedArchiveFile={archive}"]
     if _recorded_elsewhere(digest):
         return list(SHORT_LIVED_OPTIONS)
-    recording = cache_dir() / f"spark-{digest}.{os.getpid()}.recording"
+    recording = _own_recording(digest)
     try:
         cache_dir().mkdir(parents=True, exist_ok=True)
         recording.touch()  # tells other processes that this one records (the JVM writes it at its exit)
@@ -117,20 +117,28 @@ def archive() -> Path | None:
 def keep_now() -> Path | None:
     """What this process's exit would do, now: end its JVM (its Spark session must be stopped), keep what the JVM
     recorded, and return this runtime's archive (None when this process recorded none and none exists)."""
-    recording = cache_dir() / f"spark-{_runtime_digest()}.{os.getpid()}.recording"
+    recording = _own_recording(_runtime_digest())
     if recording.exists():
         atexit.unregister(_keep_recording)
         _keep_recording(recording)
     return archive()
 
 
+def _own_recording(digest: str) -> Path:
+    """Where this process's JVM records (`spark-<digest>.<pid>.recording`)."""
+    return cache_dir() / f"spark-{digest}.{os.getpid()}.recording"
+
+
+def _recorder_runs(recording: Path) -> bool | None:
+    """Whether the process named in `recording`'s name still runs (None: the name holds no process id)."""
+    pid = recording.name.split(".")[1]
+    return Path(f"/proc/{pid}").exists() if pid.isdigit() else None
+
+
 def _recorded_elsewhere(digest: str) -> bool:
     """Another living process records this runtime's archive."""
-    for path in cache_dir().glob(f"spark-{digest}.*.recording"):
-        pid = path.name.split(".")[1]
-        if pid.isdigit() and int(pid) != os.getpid() and Path(f"/proc/{pid}").exists():
-            return True
-    return False
+    own = _own_recording(digest)
+    return any(path != own and _recorder_runs(path) for path in cache_dir().glob(f"spark-{digest}.*.recording"))
 
 
 def _sweep_recordings() -> None:
@@ -138,10 +146,8 @@ def _sweep_recordings() -> None:
     (its JVM, left alone, wrote it when its stdin closed and nobody moved it into place). A cache directory that
     does not exist holds none."""
     for path in cache_dir().glob("*.recording"):
-        pid = path.name.split(".")[1]
         try:
-            if pid.isdigit() and not Path(f"/proc/{pid}").exists() \
-                    and time.time() - path.stat().st_mtime > RECORD_TIMEOUT_S:
+            if _recorder_runs(path) is False and time.time() - path.stat().st_mtime > RECORD_TIMEOUT_S:
                 path.unlink()
         except OSError:
             continue

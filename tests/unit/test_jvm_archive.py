@@ -140,4 +140,3 @@ def test_one_process_records_at_a_time_and_what_a_gone_one_left_goes_beside_an_a
     os.utime(claim, (old_s, old_s))  # its process gone, the file untouched since: an xdist worker's leftover
     assert jvm_archive.mapped_options()[-1] == f"-XX:SharedArchiveFile={whole}"
     assert list(tmp_path.iterdir()) == [whole]
-

@@ -66,8 +66,8 @@ def test_no_stage_is_fused_into_a_method_the_jit_will_not_compile() -> None:
 def test_the_test_sessions_jvm_is_a_short_lived_one(monkeypatch: pytest.MonkeyPatch) -> None:
     """The suite's shared session (and the pytest plugin's, `splitlab_spark`, which the same worker may start
     first) runs C1 only with the serial collector, its expressions interpreted: a test session's many small
-    analyses cost 30 % and then 20 % less JVM CPU that way, and `make test` is bound by its two cores. What `shared_spark` asks for is checked on its own too,
-    since the running session may be the plugin's."""
+    analyses cost 30 % and then 20 % less JVM CPU that way, and `make test` is bound by its two cores. What
+    `shared_spark` asks for is checked on its own too, since the running session may be the plugin's."""
     options = shared_spark().sparkContext.getConf().get("spark.driver.extraJavaOptions")
     assert "-XX:TieredStopAtLevel=1" in options and "-XX:+UseSerialGC" in options, options
     assert shared_spark().conf.get("spark.sql.codegen.factoryMode") == "NO_CODEGEN"  # interpreted, not compiled
