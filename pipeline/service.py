@@ -6,8 +6,10 @@ and analyses each run it is sent with `pipeline.api.analyze`, streaming its step
 `pipeline.service_client`). Once listening it warms itself up: it analyses a synthetic history
 (`pipeline.synthetic`, `WARM_UP_EVENTS`) `warm_up` times, report included, between the requests it serves (a request
 goes first), so that the JVM's compilers and Spark's cache of generated classes are warm before the first run it is
-sent (a 15k-event history: whole analysis 8.3 s, 3.7, 3.1, ... 2.3 s from the eighth on, on this 2-core machine);
-its status tells how far it got. `start()` spawns it detached and returns when it says it listens (a line on a pipe,
+sent; its status tells how far it got. It takes dozens of analyses: C2 compiles the long tail of Catalyst's
+methods as each reaches its invocation threshold, one compiler thread on two cores (a 15k-event history in
+process after 8 warm-up analyses: 3.0-3.5 s while its JIT compiled for 2.3-3.3 s; after 40: 2.2-2.5 s and 1.1-1.5 s,
+2026-12-03). `start()` spawns it detached and returns when it says it listens (a line on a pipe,
 not polling); `stop()` asks it to stop and waits for its process to end; a stale socket (the service was killed) is
 removed. Several connections are served at once on the one session (Spark jobs are thread-safe).
 
@@ -37,7 +39,7 @@ from pipeline.service_client import (LOG_NAME, MAX_LINE_BYTES, Connection, error
 from pipeline.standalone import alive
 
 READY_LINE = b"ready\n"
-WARM_UP_ANALYSES = 8
+WARM_UP_ANALYSES = 40  # about 90 s on this 2-core machine, the analyses yielding to the requests
 WARM_UP_EVENTS = 3_000
 START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 30.0
