@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib
 import time
 from concurrent.futures import ThreadPoolExecutor
 from collections import Counter
@@ -36,10 +37,22 @@ from pipeline.verdict import read_expectation, run_verdict
 SUMMARY_FILE = "summary.json"
 CHECK_THREADS = 4
 REPORT_FILE = "report.html"
+# the report's plotting module (matplotlib: 0.4 s of imports) loads in a thread of its own while Spark starts and
+# reads the history, not after the verdict
+REPORT_PLOTS_MODULE = "pipeline.plots"
 
 
 def _no_progress(label: str) -> ContextManager[None]:
     return contextlib.nullcontext()
+
+
+def _import_beside(name: str) -> None:
+    """Import module `name` in a thread of its own, which ends with it. Its result is not waited for: whoever
+    imports the module later gets it (or waits for the import to end), and an import that failed fails again,
+    with its own error, where the module is imported."""
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="import")
+    pool.submit(importlib.import_module, name)
+    pool.shutdown(wait=False)
 
 
 def _run_id(history: HistoryStats, run_dir: Path) -> str:
@@ -103,6 +116,8 @@ def analyze(run_dir: Path | str, master: str | None = None, params: Mapping[str,
     started = time.monotonic()
     run = locate(run_dir)
     resolved = resolve(CHECKS, params)
+    if report:
+        _import_beside(REPORT_PLOTS_MODULE)
     with step("starting Spark"):
         session = analysis_session(spark or spark_session(master, short_lived=small_history(run.size_bytes)),
                                    run.size_bytes)
