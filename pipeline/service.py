@@ -25,7 +25,6 @@ import signal
 import socketserver
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import traceback
@@ -59,7 +58,7 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         self.serving = 0  # analyses being served now: the warm-up waits while there are any
         self.idle = threading.Condition(self.count_lock)
         self.stopping = threading.Event()
-        self.warm_up = {"analyses": 0, "of": warm_up, "error": None}  # what `warm` has done of what it will do
+        self.warm_up: dict[str, Any] = {"analyses": 0, "of": warm_up, "error": None}  # what `warm` has done of what it will do
 
     def stop_soon(self) -> None:
         self.stopping.set()
@@ -70,11 +69,9 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         early when the service stops. An analysis that raises ends the warm-up (the error in the status and the
         log), not the service."""
         from pipeline.api import analyze
-        from pipeline.synthetic import generate_history
+        from pipeline.synthetic import synthetic_run
 
-        with tempfile.TemporaryDirectory(prefix="splitlab-warm-up-") as tmp:
-            run_dir = Path(tmp) / "run"
-            generate_history(run_dir, WARM_UP_EVENTS)
+        with synthetic_run(WARM_UP_EVENTS, "splitlab-warm-up-") as run_dir:
             for _ in range(self.warm_up["of"]):
                 with self.idle:
                     self.idle.wait_for(lambda: self.serving == 0 or self.stopping.is_set())

@@ -8,9 +8,11 @@ writer, nothing held in memory beyond its buffer), the same for the same seed.
 """
 from __future__ import annotations
 
+import contextlib
 import random
+import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from node.history import HistoryWriter
 
@@ -117,3 +119,13 @@ def generate_history(run_dir: Path, target_events: int, seed: int = 1, plain: bo
         for writer in (*writers.values(), ctl):
             writer.close()
     return total
+
+
+@contextlib.contextmanager
+def synthetic_run(target_events: int, prefix: str) -> Iterator[Path]:
+    """A run directory of about `target_events` events (`generate_history`, seed 1) in a temporary directory named
+    `prefix`..., removed with everything in it when the block ends."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        run_dir = Path(tmp) / "run"
+        generate_history(run_dir, target_events)
+        yield run_dir

@@ -151,22 +151,17 @@ def cmd_spark_status(args: argparse.Namespace) -> int:
 def cmd_spark_archive(args: argparse.Namespace) -> int:
     """Record the short-lived JVM's class archive (`pipeline.jvm_archive`) unless there is one: a short-lived
     session analyses a synthetic history (the service's warm-up, report included) and ends its JVM."""
-    import tempfile
-    from pathlib import Path
-
     from pipeline import jvm_archive
     from pipeline.api import analyze
     from pipeline.service import WARM_UP_EVENTS
     from pipeline.session import spark_session
-    from pipeline.synthetic import generate_history
+    from pipeline.synthetic import synthetic_run
 
     out = Console(highlight=False)
     found = jvm_archive.archive()
     if found is None:
         started = time.monotonic()
-        with tempfile.TemporaryDirectory(prefix="sl-archive-") as tmp:
-            run_dir = Path(tmp) / "run"
-            generate_history(run_dir, WARM_UP_EVENTS)
+        with synthetic_run(WARM_UP_EVENTS, "sl-archive-") as run_dir:
             spark = spark_session("local[*]", short_lived=True)
             try:
                 analyze(run_dir, spark=spark)
