@@ -11,9 +11,12 @@ methods as each reaches its invocation threshold, one compiler thread on two cor
 process after 8 warm-up analyses: 3.0-3.5 s while its JIT compiled for 2.3-3.3 s; after 40: 2.2-2.5 s and 1.1-1.5 s,
 2026-12-03). `start()` spawns it detached and returns when it says it listens (a line on a pipe,
 not polling); `stop()` asks it to stop and waits for its process to end; a stale socket (the service was killed) is
-removed. Several connections are served at once on the one session (Spark jobs are thread-safe).
+removed. Several connections are served at once on the one session (Spark jobs are thread-safe). A service for
+a few analyses (the tests') can start its JVM short-lived (`pipeline.session`'s: C1 only, the serial collector,
+expressions interpreted), which compiles far less than C2 and G1 would for the dozens of analyses a service in use
+serves; its status lists the JVM's `-XX:` options as the JVM has them.
 
-Run as `python -m pipeline.service --socket PATH [--master URL] [--ready-fd FD] [--warm-up N]`.
+Run as `python -m pipeline.service --socket PATH [--master URL] [--ready-fd FD] [--warm-up N] [--short-lived]`.
 """
 from __future__ import annotations
 
@@ -45,6 +48,12 @@ STOP_TIMEOUT_S = 30.0
 _LOG_TAIL_CHARS = 2000
 
 
+def _jvm_options(spark: Any) -> list[str]:
+    """The driver JVM's `-XX:` options, as the JVM was started with them."""
+    arguments = spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()
+    return [str(arg) for arg in arguments if str(arg).startswith("-XX:")]
+
+
 class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
 
@@ -54,6 +63,7 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         self.path = path
         self.started_ts = time.time()
         self.analyses = 0
+        self.jvm_options = _jvm_options(spark)
         self.count_lock = threading.Lock()
         self.serving = 0  # analyses being served now: the warm-up waits while there are any
         self.idle = threading.Condition(self.count_lock)
@@ -130,7 +140,8 @@ class _Handler(socketserver.StreamRequestHandler):
         spark = self.server.spark
         return {"pid": os.getpid(), "master": spark.sparkContext.master, "spark_version": spark.version,
                 "started_ts": self.server.started_ts, "analyses": self.server.analyses,
-                "warm_up": dict(self.server.warm_up), "socket": str(self.server.path)}
+                "warm_up": dict(self.server.warm_up), "socket": str(self.server.path),
+                "jvm_options": self.server.jvm_options}
 
     def _analyze(self, request: dict[str, Any]) -> dict[str, Any]:
         from contextlib import contextmanager
@@ -166,13 +177,15 @@ class _Handler(socketserver.StreamRequestHandler):
         return summary.to_dict()
 
 
-def serve(path: Path, master: str | None, ready_fd: int | None = None, warm_up: int = WARM_UP_ANALYSES) -> None:
-    """Start Spark on `master`, listen on `path`, write `READY_LINE` to `ready_fd`, warm up (`warm_up` analyses,
-    in a thread) and serve until stopped (a `stop` request, SIGTERM or SIGINT); then end the warm-up (the analysis
-    it is in finishes), stop Spark and remove the socket."""
+def serve(path: Path, master: str | None, ready_fd: int | None = None, warm_up: int = WARM_UP_ANALYSES,
+          short_lived: bool = False) -> None:
+    """Start Spark on `master` (its JVM `short_lived` or not: `pipeline.session.spark_session`), listen on `path`,
+    write `READY_LINE` to `ready_fd`, warm up (`warm_up` analyses, in a thread) and serve until stopped (a `stop`
+    request, SIGTERM or SIGINT); then end the warm-up (the analysis it is in finishes), stop Spark and remove the
+    socket."""
     from pipeline.session import spark_session
 
-    spark = spark_session(master)
+    spark = spark_session(master, short_lived=short_lived)
     spark.range(1).count()  # the first job starts the executors: pay it now, not in the first analysis
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     other = Connection.open(path)
@@ -209,9 +222,9 @@ def _log_tail(log: Path) -> str:
 
 
 def start(master: str | None = None, path: Path | None = None, timeout_s: float = START_TIMEOUT_S,
-          warm_up: int = WARM_UP_ANALYSES) -> dict[str, Any]:
-    """Start the service detached (or find it up), to warm up with `warm_up` analyses (`serve`); return its status
-    with `"already": bool`.
+          warm_up: int = WARM_UP_ANALYSES, short_lived: bool = False) -> dict[str, Any]:
+    """Start the service detached (or find it up), to warm up with `warm_up` analyses, its JVM `short_lived` or
+    not (`serve`); return its status with `"already": bool`.
 
     Raises `EnvironmentProblem` if it does not come up within `timeout_s` (its log's tail in the message).
     """
@@ -228,7 +241,7 @@ def start(master: str | None = None, path: Path | None = None, timeout_s: float 
     log = path.parent / LOG_NAME
     read_fd, write_fd = os.pipe()
     argv = [sys.executable, "-m", "pipeline.service", "--socket", str(path), "--master", resolve_master(master),
-            "--ready-fd", str(write_fd), "--warm-up", str(warm_up), "--detach"]
+            "--ready-fd", str(write_fd), "--warm-up", str(warm_up), "--detach", *(["--short-lived"] * short_lived)]
     with open(log, "ab") as log_file:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file,
                                 pass_fds=(write_fd,), start_new_session=True)
@@ -291,6 +304,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ready-fd", type=int, default=None, help="write a line there once listening")
     parser.add_argument("--warm-up", type=int, default=WARM_UP_ANALYSES, metavar="N",
                         help=f"analyses of a synthetic history once listening (default {WARM_UP_ANALYSES})")
+    parser.add_argument("--short-lived", action="store_true",
+                        help="start the JVM for a few analyses (C1 only, the serial collector), as the tests do")
     parser.add_argument("--detach", action="store_true",
                         help="fork and serve from the child (no parent left to reap it: init does)")
     args = parser.parse_args(argv)
@@ -301,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.ready_fd is not None:
         os.write(args.ready_fd, f"{os.getpid()}\n".encode())
     try:
-        serve(args.socket or socket_path(), args.master, args.ready_fd, args.warm_up)
+        serve(args.socket or socket_path(), args.master, args.ready_fd, args.warm_up, args.short_lived)
     except SplitlabError as exc:
         return report_error(parser.prog, exc)
     return 0

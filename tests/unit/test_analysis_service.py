@@ -38,9 +38,10 @@ def socket_dir():
 
 @pytest.fixture(scope="module")
 def served(socket_dir):
-    """One service for the module, on its own socket; stopped (and checked gone) at the end."""
+    """One service for the module, on its own socket, its JVM short-lived (a few analyses); stopped (and checked
+    gone) at the end."""
     path = socket_dir / "a.sock"
-    state = service.start(MASTER, path=path, warm_up=WARM_UPS)
+    state = service.start(MASTER, path=path, warm_up=WARM_UPS, short_lived=True)
     try:
         yield path, state
     finally:
@@ -165,6 +166,7 @@ def test_it_warms_up_once_listening_and_status_shows_how_far(use, capsys):
 def test_up_again_finds_it_up_and_status_shows_it(use, capsys):
     state = service.start(MASTER, path=use)
     assert state["already"] is True and state["pid"] == service_client.status(use)["pid"]
+    assert {"-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"} <= set(state["jvm_options"])  # as the JVM has them
     assert splitlab(["spark", "status"]) == 0
     assert f"pid {state['pid']}," in capsys.readouterr().out
     with pytest.raises(UsageError, match="runs on local"):
