@@ -68,7 +68,8 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         self.serving = 0  # analyses being served now: the warm-up waits while there are any
         self.idle = threading.Condition(self.count_lock)
         self.stopping = threading.Event()
-        self.warm_up: dict[str, Any] = {"analyses": 0, "of": warm_up, "error": None}  # what `warm` has done of what it will do
+        # what `warm` has done of what it will do
+        self.warm_up: dict[str, Any] = {"analyses": 0, "of": warm_up, "error": None}
 
     def stop_soon(self) -> None:
         self.stopping.set()
@@ -241,7 +242,9 @@ def start(master: str | None = None, path: Path | None = None, timeout_s: float 
     log = path.parent / LOG_NAME
     read_fd, write_fd = os.pipe()
     argv = [sys.executable, "-m", "pipeline.service", "--socket", str(path), "--master", resolve_master(master),
-            "--ready-fd", str(write_fd), "--warm-up", str(warm_up), "--detach", *(["--short-lived"] * short_lived)]
+            "--ready-fd", str(write_fd), "--warm-up", str(warm_up), "--detach"]
+    if short_lived:
+        argv.append("--short-lived")
     with open(log, "ab") as log_file:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file,
                                 pass_fds=(write_fd,), start_new_session=True)
