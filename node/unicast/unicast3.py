@@ -10,7 +10,8 @@ Per peer there is a send entry and a receive entry, each with a connection id (c
   (XMIT_REQ) for the gaps that were already there at the previous run. DATA with first=true and a newer
   unknown conn_id starts a new window at its seqno (the window it replaces is kept, in case that message was
   forged); so does a first=true message of the window's connection naming an earlier start than the one that
-  opened it. Any other conn_id mismatch (older: a delayed copy, or the real stream after a forged `first` took
+  opened it, or coming under the id a SYNC-OK gave the window at a seqno the window holds for delivered (a sender
+  never sends `first` under an id it announced in a SYNC-OK). Any other conn_id mismatch (older: a delayed copy, or the real stream after a forged `first` took
   the window; newer without first; no window) is dropped and answered by a SYNC, at most one per
   sync_min_interval, repeated until sync_timeout (DESIGN.md, "Self-stabilisation"); so is a gap that has held
   delivery for a sync timeout although asked for every run (the sender released what we lack).
@@ -70,6 +71,17 @@ class _RxSync:
     started_s: float
 
 
+def _restarts(entry: ReceiveEntry, msg: UnicastData) -> bool:
+    """Whether a first=true message of the window's stream starts the window again: it names an earlier start than
+    the first message that opened the window (that one was not the sender's), or it comes under the id a SYNC-OK
+    gave the window at a seqno the window holds for delivered -- a sender never sends `first` under an id it
+    announced in a SYNC-OK, so one of the two was not the sender's, and dropping the message as a duplicate would
+    lose it for good (a forged SYNC-OK answering a SYNC a forged message provoked, naming the sender's coming
+    connection id)."""
+    return ((entry.opened_by is not None and msg.seqno < entry.opened_by)
+            or (msg.conn_id == entry.synced_conn_id and msg.seqno <= entry.window.highest_delivered))
+
+
 @mypyc_attr(allow_interpreted_subclasses=True)  # extension layers subclass it (node/unicast/noretx.py)
 class Unicast3(UnicastBase):
     """UNICAST3 with the seed's SYNC / SYNC-OK / SYNC-ACK handshake (see the module docstring)."""
@@ -123,12 +135,11 @@ class Unicast3(UnicastBase):
     def _on_data(self, now_s: float, src: str, msg: UnicastData) -> list[Effect]:
         out: list[Effect] = []
         entry = self.recv_entries.get(src)
-        if entry is not None and entry.follows(msg.conn_id) and not (
-                msg.first and entry.opened_by is not None and msg.seqno < entry.opened_by):
+        if entry is not None and entry.follows(msg.conn_id) and not (msg.first and _restarts(entry, msg)):
             self._accept(now_s, src, entry, msg, out)
             return out
-        # a first message of a newer connection, or of this one but starting before the first message that opened
-        # the window (that one was not the sender's): a new window from here
+        # a first message of a newer connection, or of this one contradicting what set the window up (`_restarts`):
+        # a new window from here
         if msg.first and (entry is None or not conn_older(msg.conn_id, entry.conn_id)):
             if entry is not None:
                 self._replaced[src] = entry  # in case the first message was forged (see _on_sync_ok)
@@ -230,7 +241,7 @@ class Unicast3(UnicastBase):
             # the sender still has messages from before the first message that opened the window (it was not the
             # sender's): the window starts again where the sender says (only when asked: an unsolicited SYNC-OK
             # must not make a window deliver again)
-            self._new_recv_entry(now_s, src, msg.conn_id, msg.low, out)
+            self._new_recv_entry(now_s, src, msg.conn_id, msg.low, out).synced_conn_id = msg.conn_id
             self.counters["windows_restarted"] += 1
         elif repeated:  # a repeated SYNC-OK: our SYNC-ACK was lost, send it again -- once per xmit_interval, as the
             # sender repeats it (anyone can repeat a SYNC-OK in the sender's name, and the SYNC-ACK goes to the sender)
@@ -242,7 +253,7 @@ class Unicast3(UnicastBase):
         elif entry is not None and same_stream(msg.conn_id, entry.conn_id):  # the window's own stream
             self._keep_window(src, entry, msg, out)
         else:
-            self._new_recv_entry(now_s, src, msg.conn_id, msg.low, out)
+            self._new_recv_entry(now_s, src, msg.conn_id, msg.low, out).synced_conn_id = msg.conn_id
         ack = UnicastSyncAck(msg.conn_id)
         out.append(Send(src, ack))
         out.append(self._resync("tx", src, "sync_ack", ack, conn_id=msg.conn_id))
@@ -252,6 +263,7 @@ class Unicast3(UnicastBase):
         """The window follows the sender's stream: adopt the new conn_id, skip what the sender no longer has."""
         entry.adopt(msg.conn_id)
         entry.opened_by = None  # where the stream starts is the sender's word now
+        entry.synced_conn_id = msg.conn_id
         if entry.state == CLOSING:
             entry.state = OPEN
             entry.closing_since_s = None

@@ -41,7 +41,7 @@ from node.stack import Stack
 from node.unicast import make_unicast
 from node.unicast.connid import GEN_BITS, first_conn_id, next_generation
 from node.wire import (BcastState, BcastStateReq, Heartbeat, Message, Nakack4Highest, Nakack4Msg, UnicastAck,
-                       UnicastData, encode_datagram)
+                       UnicastData, UnicastSyncOk, encode_datagram)
 
 MEMBERS = ("n1", "n2", "n3")
 STRANGER = "x1"
@@ -341,6 +341,34 @@ def test_a_forged_first_message_of_the_next_generation_is_undone_by_the_senders_
     n1 (SYNC), and the SYNC-OK's low below the forged start restarts the window where n1 says."""
     forge_then_check(lambda sim: [("n2", "n1", 0, UnicastData(2, next_generation(first_conn_id(1)), True,
                                                                b"\0forged"))], settle_s=0.0)
+
+
+def test_a_forged_sync_ok_naming_the_coming_conn_id_does_not_cost_the_real_first_message() -> None:
+    """make test's case (2026-12-04): a forged message of "n1" with no window at n2 makes n2 ask n1 (SYNC), and a
+    forged SYNC-OK answers it first, naming n1's coming connection id with low 1: n2's window then holds seqno 1 for
+    delivered. n1's real first message (seqno 1, first=true under that id) contradicts the SYNC-OK (a sender
+    never sends `first` under an id it announced in one): the window starts again from it, not drops it."""
+    forge_then_check(lambda sim: [("n2", "n1", 0, UnicastData(0, 0, False, b"P|n1|0|0\0")),
+                                  ("n2", "n1", 0, UnicastSyncOk(1, first_conn_id(1)))], settle_s=0.0)
+
+
+def test_a_forged_first_message_under_the_id_of_a_real_sync_costs_no_real_message() -> None:
+    """The other side of the same rule: n2's window for n1 took n1's id from n1's own SYNC-OK (an admin sync after
+    three unicasts), and a forged `first` under that id at a delivered seqno starts the window again from it (the
+    forged one may be delivered); n1's real stream above it waits behind a gap n1 cannot fill, and the stuck gap's
+    SYNC brings n1's word back: every new message is delivered, once."""
+    def traffic(sim: Simulator) -> None:
+        real_unicasts(3)(sim)
+        sim.request("n2", "unicast", "sync", {"peer": "n1"})
+        sim.run_for(1.0)
+
+    def forgery(sim: Simulator) -> list[Forgery]:
+        window = sim.layer("n2", "unicast").recv_entries["n1"]
+        assert window.synced_conn_id == window.conn_id, "the admin sync did not set the window's id"
+        return [("n2", "n1", 0, UnicastData(2, window.conn_id, True, b"\0forged"))]
+    sim = forge_then_check(forgery, traffic)
+    window = sim.layer("n2", "unicast").recv_entries["n1"]
+    assert (window.counters["stuck_syncs"], window.counters["skipped"]) == (1, 1), diagnosis(sim)  # seqno 3
 
 
 def test_a_forged_highest_above_what_was_sent_does_not_block_retransmission() -> None:
