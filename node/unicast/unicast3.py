@@ -11,10 +11,11 @@ Per peer there is a send entry and a receive entry, each with a connection id (c
   unknown conn_id starts a new window at its seqno (the window it replaces is kept, in case that message was
   forged); so does a first=true message of the window's connection naming an earlier start than the one that
   opened it, or coming under the id a SYNC-OK gave the window at a seqno the window holds for delivered (a sender
-  never sends `first` under an id it announced in a SYNC-OK). Any other conn_id mismatch (older: a delayed copy, or the real stream after a forged `first` took
-  the window; newer without first; no window) is dropped and answered by a SYNC, at most one per
-  sync_min_interval, repeated until sync_timeout (DESIGN.md, "Self-stabilisation"); so is a gap that has held
-  delivery for a sync timeout although asked for every run (the sender released what we lack).
+  never sends `first` under an id it announced in a SYNC-OK). Any other conn_id mismatch (older: a delayed copy,
+  or the real stream after a forged `first` took the window; newer without first; no window) is dropped and
+  answered by a SYNC, at most one per sync_min_interval, repeated until sync_timeout (DESIGN.md,
+  "Self-stabilisation"); so is a gap that has held delivery for a sync timeout although asked for every run (the
+  sender released what we lack).
 - A receiver acks under the id of the last message it took when that is newer than its window's (a window
   may follow the sender's stream under an id it learned out of order), and a SYNC-OK it asked for (a SYNC went out
   since it wanted the sync; one held back by sync_min_interval asked nothing yet) is applied even when it names
