@@ -78,7 +78,6 @@ class ReceiveEntry:
     lineage: list[int] = field(default_factory=list)  # ids of the sender's stream this window follows
     data_conn_id: int = 0           # unicast3: the id of the last message the window took since it adopted one
     opened_by: int | None = None    # unicast3: seqno of the first=true message that opened it (None: a sync did)
-    synced_conn_id: int | None = None  # unicast3: the id of the SYNC-OK that set the window (None: none did)
     stuck_since_s: float | None = None  # unicast3: a gap has held delivery at `stuck_at` since (None: no gap)
     stuck_at: int = 0
     delivered_since_ack: int = 0

@@ -79,8 +79,10 @@ def _restarts(entry: ReceiveEntry, msg: UnicastData) -> bool:
     announced in a SYNC-OK, so one of the two was not the sender's, and dropping the message as a duplicate would
     lose it for good (a forged SYNC-OK answering a SYNC a forged message provoked, naming the sender's coming
     connection id)."""
-    return ((entry.opened_by is not None and msg.seqno < entry.opened_by)
-            or (msg.conn_id == entry.synced_conn_id and msg.seqno <= entry.window.highest_delivered))
+    if entry.opened_by is not None:
+        return msg.seqno < entry.opened_by
+    # no first message opened the window: a SYNC-OK set it, and its id is the SYNC-OK's (`_keep_window`)
+    return msg.conn_id == entry.conn_id and msg.seqno <= entry.window.highest_delivered
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # extension layers subclass it (node/unicast/noretx.py)
@@ -242,7 +244,7 @@ class Unicast3(UnicastBase):
             # the sender still has messages from before the first message that opened the window (it was not the
             # sender's): the window starts again where the sender says (only when asked: an unsolicited SYNC-OK
             # must not make a window deliver again)
-            self._new_recv_entry(now_s, src, msg.conn_id, msg.low, out).synced_conn_id = msg.conn_id
+            self._new_recv_entry(now_s, src, msg.conn_id, msg.low, out)
             self.counters["windows_restarted"] += 1
         elif repeated:  # a repeated SYNC-OK: our SYNC-ACK was lost, send it again -- once per xmit_interval, as the
             # sender repeats it (anyone can repeat a SYNC-OK in the sender's name, and the SYNC-ACK goes to the sender)
@@ -254,7 +256,7 @@ class Unicast3(UnicastBase):
         elif entry is not None and same_stream(msg.conn_id, entry.conn_id):  # the window's own stream
             self._keep_window(src, entry, msg, out)
         else:
-            self._new_recv_entry(now_s, src, msg.conn_id, msg.low, out).synced_conn_id = msg.conn_id
+            self._new_recv_entry(now_s, src, msg.conn_id, msg.low, out)
         ack = UnicastSyncAck(msg.conn_id)
         out.append(Send(src, ack))
         out.append(self._resync("tx", src, "sync_ack", ack, conn_id=msg.conn_id))
@@ -264,7 +266,6 @@ class Unicast3(UnicastBase):
         """The window follows the sender's stream: adopt the new conn_id, skip what the sender no longer has."""
         entry.adopt(msg.conn_id)
         entry.opened_by = None  # where the stream starts is the sender's word now
-        entry.synced_conn_id = msg.conn_id
         if entry.state == CLOSING:
             entry.state = OPEN
             entry.closing_since_s = None
