@@ -24,22 +24,21 @@ from pipeline import html_report, service_client
 from pipeline.checks import CHECKS, CheckContext, CheckResult, run_check
 from pipeline.outputs import write_tables
 from pipeline.params import resolve
+from pipeline.plot_process import PLOTS_MODULE, PlotProcess, draw_plots
 from pipeline.reader import HistoryStats, read_history
+from pipeline.report_data import PlotData
 from pipeline.rundir import RunFiles, locate
 from pipeline.sequence import DiagramOptions
 from pipeline.service_client import StepReporter
 from pipeline.session import analysis_session, small_history, spark_session
 from pipeline.summary import Summary
 from pipeline.tables import Tables
-from pipeline.timeline import PlotData, bucket_seconds, duration_s, plot_data, timeline
+from pipeline.timeline import bucket_seconds, duration_s, plot_data, timeline
 from pipeline.verdict import read_expectation, run_verdict
 
 SUMMARY_FILE = "summary.json"
 CHECK_THREADS = 4
 REPORT_FILE = "report.html"
-# the report's plotting module (matplotlib: 0.4 s of imports) loads in a thread of its own while Spark starts and
-# reads the history, not after the verdict
-REPORT_PLOTS_MODULE = "pipeline.plots"
 
 
 def _no_progress(label: str) -> ContextManager[None]:
@@ -93,7 +92,8 @@ def _counts(tables: Tables, history: HistoryStats, results: dict[str, CheckResul
 def analyze(run_dir: Path | str, master: str | None = None, params: Mapping[str, Mapping[str, Any]] | None = None,
             *, spark: SparkSession | None = None, report: bool = True,
             steps: StepReporter | None = None, check_threads: int = CHECK_THREADS,
-            diagram: DiagramOptions | None = None, on_verdict: Callable[[Summary], None] | None = None) -> Summary:
+            diagram: DiagramOptions | None = None, on_verdict: Callable[[Summary], None] | None = None,
+            plotter: PlotProcess | None = None) -> Summary:
     """Analyse the run in `run_dir` and write its outputs under `run_dir/report/`.
 
     `master`: a Spark master URL (default `$SPLITLAB_SPARK_MASTER`, else `local[*]`); `params`: check
@@ -101,7 +101,8 @@ def analyze(run_dir: Path | str, master: str | None = None, params: Mapping[str,
     write the Parquet tables and report.html (summary.json is always written); `check_threads`: checks and the
     table writes run concurrently as Spark jobs from this many threads (a table they share is built by the
     first that asks, `pipeline.tables.shared`); `diagram`: the window and size of the report's message sequence
-    diagram (default: `DiagramOptions()`).
+    diagram (default: `DiagramOptions()`); `plotter`: the process that draws the report's plots (the service's),
+    else they are drawn in this one.
     Without `spark`, the run goes to the warm analysis service when it is up on that master (`pipeline.service`).
     The verdict comes first: summary.json is written as soon as the checks are done (`analysis.verdict_s`) and
     `on_verdict(summary)` called, then the tables and the report follow and summary.json is written again with
@@ -116,8 +117,9 @@ def analyze(run_dir: Path | str, master: str | None = None, params: Mapping[str,
     started = time.monotonic()
     run = locate(run_dir)
     resolved = resolve(CHECKS, params)
-    if report:
-        _import_beside(REPORT_PLOTS_MODULE)
+    if report and plotter is None:
+        # the plotting module (matplotlib: 0.4 s of imports) loads while Spark starts and reads the history
+        _import_beside(PLOTS_MODULE)
     with step("starting Spark"):
         session = analysis_session(spark or spark_session(master, short_lived=small_history(run.size_bytes)),
                                    run.size_bytes)
@@ -163,7 +165,7 @@ def analyze(run_dir: Path | str, master: str | None = None, params: Mapping[str,
                     summary.outputs["tables"] = written()
                 with step("drawing report"):
                     summary.outputs["report_html"] = f"{run.report_dir.name}/{REPORT_FILE}"
-                    _write_report(tables, summary, run, diagram or DiagramOptions(), plotted.result())
+                    _write_report(tables, summary, run, diagram or DiagramOptions(), plotted.result(), plotter)
                 summary.analysis["elapsed_s"] = time.monotonic() - started
                 summary.write(report_dir / SUMMARY_FILE)
         finally:
@@ -173,10 +175,10 @@ def analyze(run_dir: Path | str, master: str | None = None, params: Mapping[str,
     return summary
 
 
-def _write_report(tables: Tables, summary: Summary, run: RunFiles, options: DiagramOptions, data: PlotData) -> None:
-    """report.html: the plots of `data` (with the checks' pairs and latency percentiles) are drawn while the
-    message sequence diagram's events are read in another thread."""
-    from pipeline import plots  # matplotlib loads only when a report is drawn
+def _write_report(tables: Tables, summary: Summary, run: RunFiles, options: DiagramOptions, data: PlotData,
+                  plotter: PlotProcess | None) -> None:
+    """report.html: the plots of `data` (with the checks' pairs and latency percentiles) are drawn, by `plotter` or
+    in a thread, while the message sequence diagram's events are read."""
     from pipeline.sequence_source import diagram
 
     delivery = summary.checks.get("delivery")
@@ -185,7 +187,7 @@ def _write_report(tables: Tables, summary: Summary, run: RunFiles, options: Diag
         data, pairs=delivery.details.get("pairs", []) if delivery is not None else [],
         latency_percentiles=latency.details.get("latency", {}).get("all", {}) if latency is not None else {})
     details = {name: result.details for name, result in summary.checks.items()}
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="diagram") as pool:
-        drawn = pool.submit(diagram, tables, run.run_dir, details, options)
-        images = plots.all_plots(data)
-        html_report.write(run.report_dir / REPORT_FILE, summary, images, drawn.result())
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="plots") as pool:
+        images = plotter.draw(data) if plotter is not None else pool.submit(draw_plots, data).result
+        drawn = diagram(tables, run.run_dir, details, options)
+        html_report.write(run.report_dir / REPORT_FILE, summary, images(), drawn)

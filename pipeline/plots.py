@@ -10,7 +10,7 @@ import base64
 import io
 
 from node.errors import EnvironmentProblem
-from pipeline.timeline import PlotData
+from pipeline.report_data import PlotData
 
 try:
     from matplotlib.figure import Figure

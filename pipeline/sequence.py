@@ -27,14 +27,12 @@ import bisect
 import re
 import statistics
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from node import wire
 from node.errors import UsageError
+from pipeline.report_data import FaultPeriod
 from pipeline.sequence_findings import Finding
-
-if TYPE_CHECKING:
-    from pipeline.tables import FaultPeriod
 
 DEFAULT_MAX_ARROWS = 150
 FOLD_MIN = 8   # a loop: more drawn arrows than this of one message type from one node to another ...
@@ -119,7 +117,7 @@ def asked_window(window_s: tuple[float, float], first_ts: float) -> Window:
     return Window(first_ts + window_s[0], first_ts + window_s[1], first_ts + window_s[0], "asked for")
 
 
-def default_window(findings: Sequence[Finding], faults: Sequence["FaultPeriod"], first_ts: float,
+def default_window(findings: Sequence[Finding], faults: Sequence[FaultPeriod], first_ts: float,
                    last_ts: float) -> Window:
     """Around the earliest finding with a time, else the first fault, else the run's start."""
     timed = [f.at_ts for f in findings if f.at_ts is not None]
@@ -238,7 +236,7 @@ class _Delay:
     delay_s: float
 
 
-def delays_of(faults: Sequence["FaultPeriod"]) -> list[_Delay]:
+def delays_of(faults: Sequence[FaultPeriod]) -> list[_Delay]:
     """The msg-faults that hold or delay a message type on a link (`detail`: type, src, dst, action, ms)."""
     out = []
     for f in faults:
@@ -396,7 +394,7 @@ def held_threshold_ms(arrows: Sequence[Arrow]) -> float:
     return max(HELD_MIN_MS, HELD_FACTOR * statistics.median(transits)) if transits else HELD_MIN_MS
 
 
-def fault_label(fault: "FaultPeriod") -> str:
+def fault_label(fault: FaultPeriod) -> str:
     """A fault in a few words: `partition n2<-n1`, `msg_fault UnicastAck n2->n1 hold 5500 ms`, else its kind."""
     detail = fault.detail if isinstance(fault.detail, dict) else {}
     if fault.kind == "msg_fault" and detail:
@@ -456,7 +454,7 @@ class Diagram:
     window: Window
     lanes: list[str]
     arrows: list[Arrow]
-    faults: list["FaultPeriod"]
+    faults: list[FaultPeriod]
     heals_ts: list[float]
     findings: list[Finding]
     finding_arrows: list[list[int]]
@@ -508,7 +506,7 @@ class Diagram:
 
 
 def build(events: Iterable[Mapping[str, Any]], window: Window, *, nodes: Sequence[str], t0_ts: float,
-          views: Iterable[Mapping[str, Any]] = (), faults: Sequence["FaultPeriod"] = (),
+          views: Iterable[Mapping[str, Any]] = (), faults: Sequence[FaultPeriod] = (),
           heals_ts: Sequence[float] = (), findings: Sequence[Finding] = (), wire_ends: Sequence[End] = (),
           max_arrows: int = DEFAULT_MAX_ARROWS, not_read: int = 0, capture: str | None = None) -> Diagram:
     """The diagram of `window` from the protocol events around it (read `MATCH_MARGIN_S` beyond its edges), the

@@ -3,7 +3,8 @@
 Without it every `splitlab analyze` and `splitlab run` starts a JVM and pays its warm-up (the first analysis of a
 15k-event history takes about three times as long as the third in the same JVM). The service keeps one session
 and analyses each run it is sent with `pipeline.api.analyze`, streaming its steps back (protocol in
-`pipeline.service_client`). Once listening it warms itself up: it analyses a synthetic history
+`pipeline.service_client`); the reports' plots are drawn in a process of its own (`pipeline.plot_process`, its pid
+in the status). Once listening it warms itself up: it analyses a synthetic history
 (`pipeline.synthetic`, `WARM_UP_EVENTS`) `warm_up` times, report included, between the requests it serves (a request
 goes first), so that the JVM's compilers and Spark's cache of generated classes are warm before the first run it is
 sent; its status tells how far it got. It takes dozens of analyses: C2 compiles the long tail of Catalyst's
@@ -36,6 +37,7 @@ from typing import Any, Iterator
 
 from node.errors import EnvironmentProblem, SplitlabError, UsageError, report_error
 from pipeline.master import resolve_master
+from pipeline.plot_process import PlotProcess
 from pipeline.service_client import (LOG_NAME, MAX_LINE_BYTES, Connection, error_line, socket_path,
                                      status as service_status)
 from pipeline.standalone import alive
@@ -57,9 +59,10 @@ def _jvm_options(spark: Any) -> list[str]:
 class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
 
-    def __init__(self, path: Path, spark: Any, warm_up: int) -> None:
+    def __init__(self, path: Path, spark: Any, warm_up: int, plotter: PlotProcess) -> None:
         super().__init__(str(path), _Handler)
         self.spark = spark
+        self.plotter = plotter
         self.path = path
         self.started_ts = time.time()
         self.analyses = 0
@@ -89,7 +92,7 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
                 if self.stopping.is_set():
                     return
                 try:
-                    analyze(run_dir, spark=self.spark, report=True)
+                    analyze(run_dir, spark=self.spark, report=True, plotter=self.plotter)
                 except Exception as exc:  # the warm-up's boundary: it ends, the service serves on without it
                     traceback.print_exc()
                     self.warm_up["error"] = f"{type(exc).__name__}: {exc}"
@@ -142,7 +145,7 @@ class _Handler(socketserver.StreamRequestHandler):
         return {"pid": os.getpid(), "master": spark.sparkContext.master, "spark_version": spark.version,
                 "started_ts": self.server.started_ts, "analyses": self.server.analyses,
                 "warm_up": dict(self.server.warm_up), "socket": str(self.server.path),
-                "jvm_options": self.server.jvm_options}
+                "jvm_options": self.server.jvm_options, "plot_pid": self.server.plotter.pid()}
 
     def _analyze(self, request: dict[str, Any]) -> dict[str, Any]:
         from contextlib import contextmanager
@@ -168,7 +171,8 @@ class _Handler(socketserver.StreamRequestHandler):
             summary = analyze(run_dir, params=params, spark=self.server.spark,
                               report=bool(request.get("report", True)), steps=step,
                               diagram=DiagramOptions.from_dict(request.get("diagram")),
-                              on_verdict=lambda early: self.send({"verdict": early.to_dict()}))
+                              on_verdict=lambda early: self.send({"verdict": early.to_dict()}),
+                              plotter=self.server.plotter)
         finally:
             with self.server.idle:
                 self.server.serving -= 1
@@ -186,7 +190,15 @@ def serve(path: Path, master: str | None, ready_fd: int | None = None, warm_up: 
     socket."""
     from pipeline.session import spark_session
 
-    spark = spark_session(master, short_lived=short_lived)
+    plotter = PlotProcess()
+    plotter.start()  # it imports matplotlib while the JVM starts
+    try:
+        _serve(path, spark_session(master, short_lived=short_lived), ready_fd, warm_up, plotter)
+    finally:
+        plotter.close()
+
+
+def _serve(path: Path, spark: Any, ready_fd: int | None, warm_up: int, plotter: PlotProcess) -> None:
     spark.range(1).count()  # the first job starts the executors: pay it now, not in the first analysis
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     other = Connection.open(path)
@@ -194,7 +206,7 @@ def serve(path: Path, master: str | None, ready_fd: int | None = None, warm_up: 
         other.close()
         raise EnvironmentProblem(f"an analysis service already listens on {path}")
     path.unlink(missing_ok=True)  # stale: nobody listens
-    server = _Server(path, spark, warm_up)
+    server = _Server(path, spark, warm_up, plotter)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: server.stop_soon())
     warming = threading.Thread(target=server.warm, name="warm-up")

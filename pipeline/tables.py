@@ -8,18 +8,17 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import dataclass
 from typing import Any, Callable, Generic, TypeVar, overload
 
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from pipeline.reader import CONTROLLER, History
+from pipeline.report_data import INSTANT_FAULTS, FaultPeriod
 
 MSG_ID_PATTERN = r"^(.+)\.(\d+)\.(\d+)$"
 # data_rx actions that mean "the message arrived and was kept" (ends a retransmission request)
 RECEIVED_ACTIONS = ("deliver", "buffer")
-INSTANT_FAULTS = ("inject", "restart")  # fault_start without a fault_end
 SYNC_KINDS = ("sync", "sync_ok", "sync_ack")  # the SYNC handshake's resync_tx kinds (unicast3)
 # The events checks walk one by one on the driver (`Tables.walked`): lifecycle, the controller's faults, send-window
 # states and the handshakes' messages (resync_tx of the SYNC handshake only; bcast_state_* of a generation, not
@@ -29,23 +28,6 @@ WALKED_TYPES = ("node_start", "fault_start", "fault_end", "heal", "window_full",
                 "resync_timeout", "bcast_state_tx", "bcast_state_rx")
 WALKED_COLUMNS = ("type", "node", "ts", "seq", "peer", "proto", "kind", "gen", "side", "fault_id", "detail",
                   "data_ip")
-
-
-@dataclass(frozen=True)
-class FaultPeriod:
-    """One fault from its start to its end (its `fault_end`, the next `heal`, or the end of the run); an instant
-    (`inject`, `restart`) ends where it starts. `detail` is its `fault_start`'s, with what its `fault_end`
-    added (a jammed partition's `jam`: held, released, dropped)."""
-
-    fault_id: str
-    kind: str
-    start_ts: float
-    end_ts: float
-    detail: Any
-
-    @property
-    def instant(self) -> bool:
-        return self.kind in INSTANT_FAULTS
 
 
 def periods_of(controller_events: list[dict[str, Any]], last_ts: float) -> list[FaultPeriod]:

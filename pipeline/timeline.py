@@ -7,13 +7,13 @@ enough for the driver.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
-from pipeline.tables import FaultPeriod, Tables
+from pipeline.report_data import PlotData
+from pipeline.tables import Tables
 
 TARGET_BUCKETS = 120
 HISTOGRAM_BINS = 50
@@ -28,23 +28,6 @@ def bucket_seconds(duration_s: float, target: int = TARGET_BUCKETS) -> float:
         if width >= raw:
             return float(width)
     return float(10 ** (exp + 1))
-
-
-@dataclass
-class PlotData:
-    """What the report draws: rates per node per bucket, fault periods, heals, a latency histogram, the matrix."""
-
-    t0_ts: float
-    bucket_s: float
-    nodes: list[str]
-    deliveries: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # node -> (t_s, per second)
-    xmit_requests: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
-    resent: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
-    faults: list[FaultPeriod] = field(default_factory=list)
-    heals_ts: list[float] = field(default_factory=list)
-    latency_histogram: list[tuple[float, float]] = field(default_factory=list)  # (bin start ms, count)
-    latency_percentiles: dict[str, Any] = field(default_factory=dict)
-    pairs: list[dict[str, Any]] = field(default_factory=list)
 
 
 def timeline(tables: Tables, bucket_s: float) -> DataFrame:

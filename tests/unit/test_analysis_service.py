@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -47,6 +48,7 @@ def served(socket_dir):
     finally:
         last = service.stop(path)
         assert last is not None and not standalone.alive(int(last["pid"]))
+        assert not standalone.alive(int(last["plot_pid"]))
         assert not path.exists()
 
 
@@ -97,6 +99,22 @@ def test_a_served_analysis_tells_the_verdict_before_it_draws_the_report(tmp_path
         s.status, (run_dir / "report" / "summary.json").exists(), (run_dir / "report" / "report.html").exists())))
     assert first == [("fail", True, False)], "the service's verdict comes before its report"
     assert (run_dir / "report" / "report.html").exists() and summary.status == "fail"
+
+
+def test_the_report_is_drawn_in_the_services_plot_process_which_a_kill_does_not_stop(tmp_path, use):
+    """The plots are drawn in a process of the service's (pipeline.plot_process), started with it: a kill of that
+    process costs no report, the next one is drawn in a new process, and `stop` ends it (the fixture)."""
+    state = service_client.status(use)
+    plot_pid = state["plot_pid"]
+    assert plot_pid > 1 and Path(f"/proc/{plot_pid}/stat").read_text().split()[3] == str(state["pid"])
+    os.kill(plot_pid, signal.SIGKILL)
+    run_dir = pf.with_lost_message().write(tmp_path / "r")
+
+    summary = api.analyze(run_dir, master=MASTER)
+
+    assert summary.outputs["report_html"] == "report/report.html"
+    assert (run_dir / "report" / "report.html").read_text().count("data:image/png;base64,") == 4
+    assert service_client.status(use)["plot_pid"] not in (plot_pid, state["pid"])
 
 
 def test_the_command_served_prints_the_verdict_without_loading_spark_in_its_process(tmp_path, use):

@@ -7,8 +7,8 @@ import warnings
 
 import pytest
 
+from pipeline.report_data import PlotData
 from pipeline.tables import periods_of
-from pipeline.timeline import PlotData
 
 T0 = 1_700_000_000.0
 END = T0 + 60

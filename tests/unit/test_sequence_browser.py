@@ -17,7 +17,7 @@ import pipeline_fixtures as pf
 from pipeline_fixtures import spark  # noqa: F401  (the shared Spark session)
 from pipeline import api, sequence_html
 from pipeline.sequence import FOLD_KEEP, MESSAGE_EVENT_TYPES, DiagramOptions, Window, build, message_of
-from pipeline.tables import FaultPeriod
+from pipeline.report_data import FaultPeriod
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARROW = re.compile(r'<g [^>]*class="seq-arrow\b([^"]*)"')

@@ -13,7 +13,7 @@ from node.errors import UsageError
 from pipeline import sequence, sequence_html
 from pipeline.sequence import DiagramOptions, Window, asked_window, build, default_window, parse_window
 from pipeline.sequence_findings import Finding, findings_of
-from pipeline.tables import FaultPeriod
+from pipeline.report_data import FaultPeriod
 from pipeline_fixtures import spark  # noqa: F401  (the shared Spark session)
 
 T0 = 1_700_000_000.0

@@ -1,7 +1,10 @@
 """The analysis session's JVM-side settings that only show as time: generated classes kept, gateway names pinned
-and their functions looked up once, no stage fused into a method too large for the JIT."""
+and their functions looked up once, no stage fused into a method too large for the JIT; and the JVM's stdout."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -76,3 +79,17 @@ def test_the_test_sessions_jvm_is_a_short_lived_one(monkeypatch: pytest.MonkeyPa
                         lambda *args, **kwargs: asked.append(kwargs) or SimpleNamespace(stop=lambda: None))
     shared_spark.__wrapped__()  # past functools.cache: what a first call asks for
     assert [kwargs.get("short_lived") for kwargs in asked] == [True]
+
+
+def test_the_jvm_writes_its_stdout_to_our_stderr_so_a_reader_of_our_stdout_is_not_kept_waiting(tmp_path) -> None:
+    """The driver's JVM outlives the Python process that started it by its shutdown (0.4 s): started with our stdout,
+    it kept a pipe reading `splitlab analyze`'s output open until then. Its descriptor 1 is our descriptor 2."""
+    code = ("import os; from pipeline.session import spark_session; spark = spark_session('local[1]'); "
+            "pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid(); "
+            "print(os.readlink(f'/proc/{pid}/fd/1'), os.readlink(f'/proc/{pid}/fd/2'), os.readlink('/proc/self/fd/2'))")
+    with open(tmp_path / "err", "w") as err:
+        done = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=err, text=True,
+                              timeout=120, env={**os.environ, "SPLITLAB_SPARK_MASTER": ""})
+    assert done.returncode == 0, (tmp_path / "err").read_text()[-2000:]
+    jvm_out, jvm_err, ours = done.stdout.split()
+    assert jvm_out == jvm_err == ours == str(tmp_path / "err")
