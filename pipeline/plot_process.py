@@ -14,6 +14,7 @@ import importlib
 import multiprocessing
 import os
 import threading
+import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable, TypeVar
@@ -22,6 +23,7 @@ from node.errors import EnvironmentProblem
 from pipeline.report_data import PlotData
 
 PLOTS_MODULE = "pipeline.plots"
+PARENT_POLL_S = 0.5  # how often the plot process looks whether the service is still its parent
 T = TypeVar("T")
 
 
@@ -29,6 +31,19 @@ def draw_plots(data: PlotData) -> dict[str, str]:
     """The report's plots of `data` (title -> base64 PNG), matplotlib imported on first use (in whichever process
     draws)."""
     return importlib.import_module(PLOTS_MODULE).all_plots(data)
+
+
+def _watch_parent(parent_pid: int) -> None:
+    """In the plot process, as it starts: end it when `parent_pid` has gone (a killed service). Its pool's worker
+    would not notice: it waits on a queue whose writing end it holds itself. Polled, as the kernel's parent-death
+    signal follows the thread that spawned the process, and the service replaces a dead process from the thread of
+    whichever request found it dead."""
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(PARENT_POLL_S)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 class PlotProcess:
@@ -43,7 +58,8 @@ class PlotProcess:
     def _started(self) -> ProcessPoolExecutor:
         with self._lock:
             if self._pool is None:
-                self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+                self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
+                                                 initializer=_watch_parent, initargs=(os.getpid(),))
                 # its first task, not its initializer: an import that fails (no matplotlib) fails the draws with
                 # its own error, where an initializer's would break the pool
                 self._pool.submit(importlib.import_module, PLOTS_MODULE)

@@ -117,6 +117,22 @@ def test_the_report_is_drawn_in_the_services_plot_process_which_a_kill_does_not_
     assert service_client.status(use)["plot_pid"] not in (plot_pid, state["pid"])
 
 
+def test_a_killed_services_plot_process_ends_by_itself(socket_dir):
+    """SIGKILL runs none of the service's clean-up: its plot process sees that its parent is gone and ends (its JVM
+    ends on its own, as the end of its stdin tells it)."""
+    path = socket_dir / "killed.sock"
+    state = service.start(MASTER, path=path, warm_up=0, short_lived=True)
+    try:
+        assert state["plot_pid"] > 1 and standalone.alive(state["plot_pid"])
+    finally:
+        os.kill(state["pid"], signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while standalone.alive(state["plot_pid"]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not standalone.alive(state["plot_pid"]), "the plot process outlived its killed service"
+    path.unlink(missing_ok=True)
+
+
 def test_the_command_served_prints_the_verdict_without_loading_spark_in_its_process(tmp_path, use):
     before = service_client.status(use)["analyses"]
     run_dir = pf.with_lost_message().write(tmp_path / "r")

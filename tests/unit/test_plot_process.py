@@ -1,6 +1,7 @@
 """The analysis service's plot process (pipeline.plot_process): it draws the same plots as this process does,
-a process that died is replaced (found dead before a draw: the draw still succeeds; dead during one: that draw is an
-EnvironmentProblem, the next succeeds), and close() leaves no process behind."""
+a process that died is replaced (found dead before a draw or dying in one: the draw is made in a new process; its
+second process dead too: an EnvironmentProblem, and the next draw succeeds), and close() leaves no process behind
+(a killed service's: tests/unit/test_analysis_service.py)."""
 from __future__ import annotations
 
 import os
