@@ -84,6 +84,7 @@ def _analyze_here(args: argparse.Namespace, params: dict, steps: _Steps, diagram
     from pyspark.sql import SparkSession
 
     from pipeline.api import analyze
+    from pipeline.session import stop_session
 
     session_before = SparkSession.getActiveSession()
     try:
@@ -92,7 +93,7 @@ def _analyze_here(args: argparse.Namespace, params: dict, steps: _Steps, diagram
     finally:
         session = SparkSession.getActiveSession()
         if session_before is None and session is not None:
-            session.stop()
+            stop_session(session)
 
 
 def _show_service(state: dict | None, what: str) -> None:
@@ -154,7 +155,7 @@ def cmd_spark_archive(args: argparse.Namespace) -> int:
     from pipeline import jvm_archive
     from pipeline.api import analyze
     from pipeline.service import WARM_UP_EVENTS
-    from pipeline.session import spark_session
+    from pipeline.session import spark_session, stop_session
     from pipeline.synthetic import synthetic_run
 
     out = Console(highlight=False)
@@ -166,7 +167,7 @@ def cmd_spark_archive(args: argparse.Namespace) -> int:
             try:
                 analyze(run_dir, spark=spark)
             finally:
-                spark.stop()
+                stop_session(spark)
         found = jvm_archive.keep_now()
         if found is None:
             out.print("the JVM's class archive is being recorded by another process (or was not kept: see above)")

@@ -1,5 +1,6 @@
 """The analysis session's JVM-side settings that only show as time: generated classes kept, gateway names pinned
-and their functions looked up once, no stage fused into a method too large for the JIT; and the JVM's stdout."""
+and their functions looked up once, no stage fused into a method too large for the JIT; the JVM's stdout, and a
+stop that does not wait for PySpark's accumulator server."""
 from __future__ import annotations
 
 import os
@@ -93,3 +94,35 @@ def test_the_jvm_writes_its_stdout_to_our_stderr_so_a_reader_of_our_stdout_is_no
     assert done.returncode == 0, (tmp_path / "err").read_text()[-2000:]
     jvm_out, jvm_err, ours = done.stdout.split()
     assert jvm_out == jvm_err == ours == str(tmp_path / "err")
+
+
+STOP_CODE = """
+import threading
+from pyspark.sql import SparkSession
+from pipeline.session import spark_session, stop_session
+spark = spark_session("local[1]")
+server = spark.sparkContext._accumulatorServer
+release, shut = threading.Event(), threading.Event()
+real_shutdown = server.shutdown
+def held():
+    release.wait()
+    real_shutdown()
+    shut.set()
+server.shutdown = held
+stop_session(spark)  # returns while the accumulator server's shutdown is held
+print("stopped", spark.sparkContext._jsc is None, SparkSession.getActiveSession() is None, not shut.is_set())
+release.set()
+print("server shut", shut.wait(30))
+print("again", spark_session("local[1]").range(3).count())
+"""
+
+
+def test_a_stop_does_not_wait_for_the_accumulator_servers_loop(tmp_path) -> None:
+    """`stop_session` stops the context and leaves the accumulator server's shutdown (PySpark's stop waits up to
+    0.5 s for its loop) to a thread: with that shutdown held, the stop still returns, and the server is shut down
+    once it is released; a new session starts after."""
+    with open(tmp_path / "err", "w") as err:
+        done = subprocess.run([sys.executable, "-c", STOP_CODE], stdout=subprocess.PIPE, stderr=err, text=True,
+                              timeout=120, env={**os.environ, "SPLITLAB_SPARK_MASTER": ""})
+    assert done.returncode == 0, (tmp_path / "err").read_text()[-2000:]
+    assert done.stdout.split("\n")[:3] == ["stopped True True True", "server shut True", "again 3"], done.stdout
