@@ -34,10 +34,10 @@ def draw_plots(data: PlotData) -> dict[str, str]:
 
 
 def _watch_parent(parent_pid: int) -> None:
-    """In the plot process, as it starts: end it when `parent_pid` has gone (a killed service). Its pool's worker
-    would not notice: it waits on a queue whose writing end it holds itself. Polled, as the kernel's parent-death
-    signal follows the thread that spawned the process, and the service replaces a dead process from the thread of
-    whichever request found it dead."""
+    """In the plot process, as it starts: end it when `parent_pid` has gone (a killed service). The pool's worker
+    alone did not notice (a service killed with SIGKILL left it running: tests/unit/test_analysis_service.py).
+    Polled, as the kernel's parent-death signal follows the thread that spawned the process, and the service
+    replaces a dead process from the thread of whichever request found it dead."""
     def watch() -> None:
         while os.getppid() == parent_pid:
             time.sleep(PARENT_POLL_S)

@@ -3,7 +3,9 @@
 The master comes from the `master` argument, else `SPLITLAB_SPARK_MASTER`, else `local[*]`. Logging goes to
 stderr at WARN (chatty start-up loggers at ERROR) through a log4j2 file written at start; no UI, no progress
 bars, few shuffle partitions (histories are small), no adaptive execution (its re-planning costs more than
-it saves on these many small jobs). A session already running in this process is reused.
+it saves on these many small jobs). A session already running in this process is reused. The driver's JVM writes
+its stdout to our stderr (`_start_jvm`); `stop_session` stops a session without PySpark's wait for its accumulator
+server.
 
 On a cluster master (`spark://...`, e.g. `splitlab spark-cluster up`, pipeline.standalone) the executors run
 in other processes: their Python workers (a DataFrame made from driver-side rows runs one) are this
