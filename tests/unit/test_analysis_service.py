@@ -126,11 +126,15 @@ def test_a_killed_services_plot_process_ends_by_itself(socket_dir):
         assert state["plot_pid"] > 1 and standalone.alive(state["plot_pid"])
     finally:
         os.kill(state["pid"], signal.SIGKILL)
-    deadline = time.monotonic() + 30
-    while standalone.alive(state["plot_pid"]) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not standalone.alive(state["plot_pid"]), "the plot process outlived its killed service"
-    path.unlink(missing_ok=True)
+    try:
+        deadline = time.monotonic() + 30
+        while standalone.alive(state["plot_pid"]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not standalone.alive(state["plot_pid"]), "the plot process outlived its killed service"
+    finally:
+        if standalone.alive(state["plot_pid"]):
+            os.kill(state["plot_pid"], signal.SIGKILL)  # what the failure left
+        path.unlink(missing_ok=True)
 
 
 def test_the_command_served_prints_the_verdict_without_loading_spark_in_its_process(tmp_path, use):
