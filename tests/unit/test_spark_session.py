@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -82,17 +83,23 @@ def test_the_test_sessions_jvm_is_a_short_lived_one(monkeypatch: pytest.MonkeyPa
     assert [kwargs.get("short_lived") for kwargs in asked] == [True]
 
 
+def _in_new_process(code: str, err_path: Path) -> str:
+    """The stdout of `code` run by a new Python (a Spark session of its own), its stderr in `err_path`; asserts
+    that it exited 0."""
+    with open(err_path, "w") as err:
+        done = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=err, text=True,
+                              timeout=120, env={**os.environ, "SPLITLAB_SPARK_MASTER": ""})
+    assert done.returncode == 0, err_path.read_text()[-2000:]
+    return done.stdout
+
+
 def test_the_jvm_writes_its_stdout_to_our_stderr_so_a_reader_of_our_stdout_is_not_kept_waiting(tmp_path) -> None:
     """The driver's JVM outlives the Python process that started it by its shutdown (0.4 s): started with our stdout,
     it kept a pipe reading `splitlab analyze`'s output open until then. Its descriptor 1 is our descriptor 2."""
     code = ("import os; from pipeline.session import spark_session; spark = spark_session('local[1]'); "
             "pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid(); "
             "print(os.readlink(f'/proc/{pid}/fd/1'), os.readlink(f'/proc/{pid}/fd/2'), os.readlink('/proc/self/fd/2'))")
-    with open(tmp_path / "err", "w") as err:
-        done = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=err, text=True,
-                              timeout=120, env={**os.environ, "SPLITLAB_SPARK_MASTER": ""})
-    assert done.returncode == 0, (tmp_path / "err").read_text()[-2000:]
-    jvm_out, jvm_err, ours = done.stdout.split()
+    jvm_out, jvm_err, ours = _in_new_process(code, tmp_path / "err").split()
     assert jvm_out == jvm_err == ours == str(tmp_path / "err")
 
 
@@ -121,8 +128,5 @@ def test_a_stop_does_not_wait_for_the_accumulator_servers_loop(tmp_path) -> None
     """`stop_session` stops the context and leaves the accumulator server's shutdown (PySpark's stop waits up to
     0.5 s for its loop) to a thread: with that shutdown held, the stop still returns, and the server is shut down
     once it is released; a new session starts after."""
-    with open(tmp_path / "err", "w") as err:
-        done = subprocess.run([sys.executable, "-c", STOP_CODE], stdout=subprocess.PIPE, stderr=err, text=True,
-                              timeout=120, env={**os.environ, "SPLITLAB_SPARK_MASTER": ""})
-    assert done.returncode == 0, (tmp_path / "err").read_text()[-2000:]
-    assert done.stdout.split("\n")[:3] == ["stopped True True True", "server shut True", "again 3"], done.stdout
+    out = _in_new_process(STOP_CODE, tmp_path / "err")
+    assert out.split("\n")[:3] == ["stopped True True True", "server shut True", "again 3"], out
